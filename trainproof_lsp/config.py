@@ -1,0 +1,129 @@
+"""Settings: `[tool.trainproof]` in pyproject.toml (or a file given with --config), then
+command-line flags on top.
+
+    [tool.trainproof]
+    select = ["TP-DIVERGE", "TP-NAN"]     # only these rules (default: all)
+    ignore = ["TP-GRAD-SPIKE"]            # never these
+    vocab_size = 151936                   # classes for TP-LOSS-ABOVE-UNIFORM
+
+    [tool.trainproof.limits.TP-DIVERGE]  # per-rule limits, by the names `rules ID` shows
+    max_ratio = 2.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+from .rules import BY_ID, Rule
+
+
+class ConfigError(Exception):
+    """A setting that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    select: frozenset[str] | None = None
+    ignore: frozenset[str] = frozenset()
+    limits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    vocab_size: int | None = None
+    vocab_source: str | None = None
+    source: str | None = None  # the file the settings came from
+
+    def enabled(self, rule: Rule) -> bool:
+        if rule.id in self.ignore:
+            return False
+        return self.select is None or rule.id in self.select
+
+    def limits_for(self, rule: Rule) -> Any:
+        base = rule.limits()
+        override = self.limits.get(rule.id)
+        return dataclasses.replace(base, **override) if override else base
+
+
+def _rule_ids(value: Any, key: str, where: str) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: {key} must be a list of rule IDs")
+    unknown = sorted(set(value) - set(BY_ID))
+    if unknown:
+        raise ConfigError(f"{where}: {key} names unknown rule(s) {', '.join(unknown)} "
+                          "(see `trainproof-lsp rules`)")
+    return frozenset(value)
+
+
+def from_table(table: Mapping[str, Any], where: str) -> Config:
+    known = {"select", "ignore", "limits", "vocab_size", "baseline"}
+    extra = sorted(set(table) - known)
+    if extra:
+        raise ConfigError(f"{where}: unknown setting(s) {', '.join(extra)}; known: {', '.join(sorted(known))}")
+    select = _rule_ids(table["select"], "select", where) if "select" in table else None
+    ignore = _rule_ids(table.get("ignore", []), "ignore", where)
+    limits: dict[str, dict[str, Any]] = {}
+    raw_limits = table.get("limits", {})
+    if not isinstance(raw_limits, dict):
+        raise ConfigError(f"{where}: limits must be a table of rule IDs")
+    for rule_id, values in raw_limits.items():
+        rule = BY_ID.get(rule_id)
+        if rule is None:
+            raise ConfigError(f"{where}: limits.{rule_id}: unknown rule")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{where}: limits.{rule_id} must be a table")
+        fields = {f.name: f for f in dataclasses.fields(rule.limits)}
+        for name, value in values.items():
+            if name not in fields:
+                raise ConfigError(f"{where}: limits.{rule_id}.{name}: unknown limit; "
+                                  f"known: {', '.join(fields) or 'none'}")
+            default = getattr(rule.limits(), name)
+            if isinstance(default, bool) or not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ConfigError(f"{where}: limits.{rule_id}.{name} must be a number")
+            if isinstance(default, int) and not isinstance(value, int):
+                raise ConfigError(f"{where}: limits.{rule_id}.{name} must be a whole number")
+        limits[rule_id] = dict(values)
+    vocab = table.get("vocab_size")
+    if vocab is not None and (not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 2):
+        raise ConfigError(f"{where}: vocab_size must be a whole number >= 2")
+    return Config(select=select, ignore=ignore, limits=limits, vocab_size=vocab,
+                  vocab_source=f"vocab_size in {where}" if vocab else None, source=where)
+
+
+def load_file(path: Path) -> Config:
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: invalid TOML ({e})") from None
+    table = doc.get("tool", {}).get("trainproof") if path.name == "pyproject.toml" else \
+        doc.get("tool", {}).get("trainproof", doc)
+    return from_table(table or {}, str(path))
+
+
+def discover(start: Path) -> Config:
+    """The nearest pyproject.toml with a [tool.trainproof] table, from `start` upwards."""
+    folder = start if start.is_dir() else start.parent
+    for candidate in [folder, *folder.parents]:
+        pyproject = candidate / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+                continue
+            table = doc.get("tool", {}).get("trainproof")
+            if table is not None:
+                return from_table(table, str(pyproject))
+    return Config()
+
+
+def with_vocab(config: Config, vocab_size: int | None) -> Config:
+    if vocab_size is None:
+        return config
+    return dataclasses.replace(config, vocab_size=vocab_size, vocab_source="--vocab-size")

@@ -1,0 +1,80 @@
+"""The one place that decides what a file is, from its name and its first bytes."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .readers.metrics import ALIASES, STEP_ALIASES
+
+HEAD_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Detected:
+    kind: str  # "metrics" | "dataset" | "tfevents" | "checkpoint" | "resident" | "other"
+    format: str
+    reason: str = ""  # for kinds this version does not judge: why
+
+
+_LOSS_KEYS = frozenset(a for k in ("loss", "eval_loss") for a in ALIASES[k])
+_DATASET_KEYS = frozenset({"text", "messages", "conversations", "prompt", "completion",
+                           "instruction", "chosen", "rejected", "input", "output", "content"})
+_CHECKPOINT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt", ".safetensors"}
+
+# Ordinary residents of an HF output_dir that are not logs and need no judgement here.
+# training_args.bin is a pickled TrainingArguments: never opened, never above INFO.
+RESIDENTS = {
+    "training_args.bin": "pickled TrainingArguments (settings, not weights); never unpickled",
+    "config.json": "model config; read for vocab_size/num_labels",
+    "generation_config.json": "generation settings; not a log",
+    "adapter_config.json": "PEFT adapter settings; not a log",
+    "special_tokens_map.json": "tokenizer file; not a log",
+    "tokenizer_config.json": "tokenizer file; not a log",
+    "tokenizer.json": "tokenizer file; not a log",
+    "vocab.json": "tokenizer file; not a log",
+    "added_tokens.json": "tokenizer file; not a log",
+    "preprocessor_config.json": "processor settings; not a log",
+    "hparams.yaml": "Lightning hyper-parameters; not a log",
+    "run_meta.json": "run notes; not a log",
+}
+_TFEVENTS = re.compile(r"events\.out\.tfevents\.")
+
+
+def _first_keys(head: bytes) -> set[str]:
+    keys: set[str] = set()
+    for m in re.finditer(rb'"((?:[^"\\]|\\.){1,80})"\s*:', head[:8192]):
+        keys.add(m.group(1).decode("utf-8", "replace").lower())
+    return keys
+
+
+def detect(path: Path, head: bytes) -> Detected:
+    name = path.name
+    lower = name.lower()
+    suffix = path.suffix.lower()
+    if _TFEVENTS.search(name):
+        return Detected("tfevents", "tfevents", "TensorBoard event files are not read by this version")
+    if name in RESIDENTS:
+        return Detected("resident", name, RESIDENTS[name])
+    if name == "trainer_state.json" or (suffix == ".json" and b'"log_history"' in head):
+        return Detected("metrics", "hf-trainer-state")
+    if lower.endswith(".index.json"):
+        return Detected("checkpoint", "sharded-index", "checkpoint checks are not available in this version")
+    if suffix in _CHECKPOINT_SUFFIXES:
+        return Detected("checkpoint", suffix.lstrip("."), "checkpoint checks are not available in this version")
+    if suffix in (".csv", ".tsv"):
+        return Detected("metrics", "metrics-csv")
+    if suffix in (".jsonl", ".ndjson") or (suffix == ".json" and head.lstrip()[:1] == b"["):
+        keys = _first_keys(head)
+        fmt = "metrics-jsonl" if suffix != ".json" else "metrics-json"
+        if keys & _LOSS_KEYS or (keys & set(STEP_ALIASES) and not keys & _DATASET_KEYS):
+            return Detected("metrics", fmt)
+        if keys & _DATASET_KEYS:
+            return Detected("dataset", "dataset-jsonl" if suffix != ".json" else "dataset-json",
+                            "dataset checks are not available in this version")
+        # Unknown records: read as metrics so the report names the columns it saw.
+        return Detected("metrics", fmt)
+    if suffix == ".json":
+        return Detected("other", "json", "JSON without log_history or records; not a log")
+    return Detected("other", suffix.lstrip(".") or "file", "")

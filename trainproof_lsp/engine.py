@@ -1,0 +1,254 @@
+"""Judge artefacts: read (via detect + readers), run the registry's rules, build reports.
+
+No rule logic here and no file formats: this module wires readers to rules and keeps the
+coverage honest (every rule either ran or is listed as skipped with its reason).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .config import Config
+from .detect import HEAD_BYTES, Detected, detect
+from .model import (Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
+                    Report, Run, Verdict)
+from .readers.adjacent import run_root
+from .readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
+from .readers.trainer_state import read_trainer_state
+from .rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Skip, metric_rules
+
+_READERS: dict[str, Callable[[Path, bytes], Run]] = {
+    "hf-trainer-state": read_trainer_state,
+    "metrics-jsonl": read_metrics_jsonl,
+    "metrics-json": read_metrics_json_array,
+    "metrics-csv": read_metrics_csv,
+}
+
+_LEVEL_ORDER = {Level.FAIL: 0, Level.NOT_CHECKED: 1, Level.WARN: 2, Level.INFO: 3}
+
+
+def verdict_of(findings: Iterable[Finding]) -> Verdict:
+    levels = {f.level for f in findings}
+    if Level.FAIL in levels:
+        return Verdict.FAIL
+    if Level.WARN in levels:
+        return Verdict.WARN
+    if Level.NOT_CHECKED in levels:
+        return Verdict.NOT_CHECKED
+    return Verdict.PASS
+
+
+def _sort_key(f: Finding) -> tuple:
+    span = f.location.span
+    return (_LEVEL_ORDER[f.level], f.location.path, span.start_line if span else -1,
+            span.start_char if span else -1, f.id, f.message)
+
+
+def _context(run: Run, config: Config) -> Context:
+    if config.vocab_size:
+        return Context(num_classes=config.vocab_size, num_classes_source=config.vocab_source)
+    if run.meta.vocab_size:
+        return Context(num_classes=run.meta.vocab_size, num_classes_source=run.meta.vocab_source)
+    return Context()
+
+
+def judge_run(run: Run, config: Config, *, kind: str = "metrics") -> Report:
+    """All enabled metric rules over one run."""
+    ctx = _context(run, config)
+    findings: list[Finding] = []
+    checks: list[Check] = []
+    for rule in metric_rules():
+        if not config.enabled(rule):
+            checks.append(Check(group=rule.id, ran=False, reason="disabled by configuration"))
+            continue
+        missing = [name for name in rule.needs if run.get(name) is None]
+        if missing:
+            checks.append(Check(group=rule.id, ran=False,
+                                reason=f"no {' or '.join(missing)} series in the log"))
+            continue
+        limits = config.limits_for(rule)
+        assert rule.check is not None
+        try:
+            hits = list(rule.check(run, limits, ctx))
+        except Skip as s:
+            checks.append(Check(group=rule.id, ran=False, reason=str(s)))
+            continue
+        checks.append(Check(group=rule.id, ran=True))
+        for hit in hits:
+            findings.append(Finding(id=rule.id, level=rule.level, message=hit.message,
+                                    evidence=dict(hit.evidence), location=hit.location,
+                                    related=hit.related, limits=rule.limits_dict(limits)))
+    if run.notes:
+        findings.append(_skipped_records(run))
+    findings.sort(key=_sort_key)
+    return Report(
+        artefact=Artefact(path=run.path, kind=kind, format=run.format, sources=run.sources),
+        verdict=verdict_of(findings),
+        findings=tuple(findings),
+        checks=tuple(checks),
+    )
+
+
+def _skipped_records(run: Run) -> Finding:
+    record, first = run.notes[0]
+    count = len(run.notes)
+    return Finding(
+        id=SKIPPED_RECORDS.id, level=SKIPPED_RECORDS.level,
+        message=f"{count} record problem(s) read past: {first}" + ("" if count == 1 else " (and more)"),
+        evidence={"count": count},
+        location=run.location(record if record >= 0 else None),
+    )
+
+
+def not_checked(path: str, kind: str, fmt: str, reason: str, error: ReadError | None = None) -> Report:
+    span = error.span if error is not None else None
+    finding = Finding(id=NOT_CHECKED.id, level=Level.NOT_CHECKED, message=reason, evidence={},
+                      location=Location(path=path, span=span))
+    return Report(artefact=Artefact(path=path, kind=kind, format=fmt, sources=(path,)),
+                  verdict=Verdict.NOT_CHECKED, findings=(finding,), checks=(), reason=reason)
+
+
+def _head(path: Path) -> bytes:
+    with path.open("rb") as fh:
+        return fh.read(HEAD_BYTES)
+
+
+def read_run(path: Path, detected: Detected, data: bytes | None = None) -> Run:
+    reader = _READERS[detected.format]
+    if data is None:
+        data = path.read_bytes()
+    if b"\x00" in data[:HEAD_BYTES]:
+        raise ReadError(f"{path}: binary data (NUL bytes), not a text log")
+    return reader(path, data)
+
+
+def judge_file(path: Path, config: Config, *, data: bytes | None = None) -> Report:
+    """One file (or editor buffer `data`) judged as whatever it is."""
+    name = str(path)
+    try:
+        head = data[:HEAD_BYTES] if data is not None else _head(path)
+    except OSError as e:
+        reason = f"{name}: cannot read ({e.strerror or e})"
+        return not_checked(name, "unknown", "unknown", reason)
+    detected = detect(path, head)
+    if detected.kind != "metrics":
+        reason = f"{name}: {detected.reason or 'not a training log this version can read'}"
+        return not_checked(name, detected.kind, detected.format, reason)
+    try:
+        run = read_run(path, detected, data)
+    except ReadError as e:
+        return not_checked(name, "metrics", detected.format, str(e), e)
+    except OSError as e:
+        return not_checked(name, "metrics", detected.format, f"{name}: cannot read ({e.strerror or e})")
+    except (ValueError, RecursionError, MemoryError) as e:
+        # A reader met input it does not handle; never a traceback, never a FAIL.
+        return not_checked(name, "metrics", detected.format, f"{name}: unreadable ({type(e).__name__}: {e})")
+    return judge_run(run, config)
+
+
+# --- doctor: whole folders ------------------------------------------------------------
+
+_SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache",
+              ".pytest_cache", ".tox", ".ruff_cache", "wandb-cache"}
+_CANDIDATE_SUFFIXES = {".json", ".jsonl", ".ndjson", ".csv", ".tsv", ".pt", ".pth", ".bin",
+                       ".ckpt", ".safetensors"}
+
+
+def walk(root: Path) -> list[Path]:
+    """Every candidate file below root, sorted; no cap, no hidden or tool folders."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        for f in sorted(files):
+            p = Path(folder) / f
+            if p.suffix.lower() in _CANDIDATE_SUFFIXES or "tfevents" in f:
+                found.append(p)
+    return found
+
+
+def _is_prefix(shorter: Run, longer: Run) -> bool:
+    a, b = shorter.get("loss"), longer.get("loss")
+    if a is None or b is None:
+        return a is None and b is None
+    n = len(a)
+    return n <= len(b) and a.steps == b.steps[:n] and all(
+        x == y or (x != x and y != y) for x, y in zip(a.values, b.values[:n]))
+
+
+def doctor(paths: Iterable[Path], config: Config) -> Outcome:
+    reports: list[Report] = []
+    not_judged: list[NotJudged] = []
+    passed_over: list[NotJudged] = []
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(walk(p))
+        elif p.exists():
+            files.append(p)
+        else:
+            reports.append(not_checked(str(p), "unknown", "unknown", f"{p}: no such file or folder"))
+    seen: set[Path] = set()
+    states: list[tuple[Path, Run]] = []
+    for f in files:
+        if f in seen:
+            continue
+        seen.add(f)
+        try:
+            head = _head(f)
+        except OSError as e:
+            not_judged.append(NotJudged(path=str(f), reason=f"cannot read ({e.strerror or e})"))
+            continue
+        detected = detect(f, head)
+        if detected.kind == "resident":
+            passed_over.append(NotJudged(path=str(f), reason=detected.reason))
+            continue
+        if detected.kind in ("tfevents", "checkpoint", "dataset"):
+            not_judged.append(NotJudged(path=str(f), reason=detected.reason))
+            continue
+        if detected.kind == "other":
+            passed_over.append(NotJudged(path=str(f), reason=detected.reason or "not a training log"))
+            continue
+        if detected.format == "hf-trainer-state":
+            try:
+                states.append((f, read_run(f, detected)))
+            except ReadError as e:
+                reports.append(not_checked(str(f), "metrics", detected.format, str(e), e))
+            except (OSError, ValueError, RecursionError) as e:
+                reports.append(not_checked(str(f), "metrics", detected.format, f"{f}: unreadable ({e})"))
+            continue
+        reports.append(judge_file(f, config))
+    reports.extend(_judge_trainer_states(states, config))
+    reports.sort(key=lambda r: r.artefact.path)
+    return Outcome(reports=tuple(reports), not_judged=tuple(not_judged), passed_over=tuple(passed_over))
+
+
+def _judge_trainer_states(states: list[tuple[Path, Run]], config: Config) -> list[Report]:
+    """checkpoint-*/trainer_state.json copies are prefixes of their run: judge the longest
+    log of each output_dir once, listing the copies among its sources."""
+    by_root: dict[Path, list[tuple[Path, Run]]] = {}
+    for path, run in states:
+        by_root.setdefault(run_root(path), []).append((path, run))
+    reports = []
+    for group in by_root.values():
+        group.sort(key=lambda t: (-max((len(s) for s in t[1].series.values()), default=0),
+                                  len(t[0].parts), str(t[0])))
+        remaining = list(group)
+        while remaining:
+            main_path, main = remaining.pop(0)
+            copies = [t for t in remaining if _is_prefix(t[1], main)]
+            remaining = [t for t in remaining if t not in copies]
+            sources = (str(main_path), *sorted(str(p) for p, _ in copies))
+            run = Run(path=main.path, format=main.format, series=main.series,
+                      record_spans=main.record_spans, meta=main.meta, sources=sources,
+                      unmapped=main.unmapped, notes=main.notes)
+            reports.append(judge_run(run, config))
+    return reports
+
+
+def epoch(path: Path, config: Config) -> Outcome:
+    return Outcome(reports=(judge_file(path, config),))
+
+
+__all__ = ["judge_run", "judge_file", "doctor", "epoch", "verdict_of", "BY_ID"]

@@ -1,0 +1,274 @@
+"""The records that cross module boundaries.
+
+Readers produce them, rules read them, the engine turns rule hits into findings and
+reports, renderers print them. Everything here is frozen: once a reader has said what a
+file holds, nobody downstream changes it.
+
+Metric series are columnar (`steps`, `values`, `records` as parallel tuples) because a
+200k-entry trainer_state.json must be read and judged in about the time a plain
+`json.load` takes; one object per point would cost more than the parse. A point's source
+position is found through its record index (`Run.span_of(record)`), so spans are only
+materialised for the handful of points a finding cites.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Mapping
+
+
+class Level(str, Enum):
+    """A finding's weight. Only FAIL and WARN change a verdict."""
+
+    FAIL = "FAIL"
+    WARN = "WARN"
+    INFO = "INFO"
+    NOT_CHECKED = "NOT-CHECKED"
+
+
+class Verdict(str, Enum):
+    """A report's outcome. Severity order: FAIL > WARN > NOT-CHECKED > PASS."""
+
+    FAIL = "FAIL"
+    WARN = "WARN"
+    NOT_CHECKED = "NOT-CHECKED"
+    PASS = "PASS"
+
+    @property
+    def severity(self) -> int:
+        return _SEVERITY[self]
+
+
+_SEVERITY = {Verdict.PASS: 0, Verdict.NOT_CHECKED: 1, Verdict.WARN: 2, Verdict.FAIL: 3}
+
+
+def worst(verdicts: "list[Verdict] | tuple[Verdict, ...]") -> Verdict:
+    """The most severe verdict; PASS for none."""
+    return max(verdicts, key=_SEVERITY.__getitem__, default=Verdict.PASS)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A 0-based range in a text file; characters are code points (see positions.py)."""
+
+    start_line: int
+    start_char: int
+    end_line: int
+    end_char: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Location:
+    """Where a finding points: a text range, or a byte offset / record of a binary file."""
+
+    path: str
+    span: Span | None = None
+    byte_offset: int | None = None
+    record: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Related:
+    """The other end of a finding's evidence (the best step, the first duplicate)."""
+
+    location: Location
+    message: str
+
+
+# --- metric runs -----------------------------------------------------------------------
+
+# Canonical series names. Readers map their formats' column/tag names onto these.
+LOSS = "loss"
+EVAL_LOSS = "eval_loss"
+LR = "lr"
+GRAD_NORM = "grad_norm"
+STEP_TIME = "step_time"  # seconds per optimizer step
+DATA_TIME = "data_time"  # seconds per step spent waiting for the data loader
+THROUGHPUT = "throughput"  # samples (or tokens) per second, as the log states it
+EPOCH = "epoch"
+
+SERIES_NAMES = (LOSS, EVAL_LOSS, LR, GRAD_NORM, STEP_TIME, DATA_TIME, THROUGHPUT, EPOCH)
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One metric over steps. Parallel tuples; `records[i]` indexes `Run.record_spans`."""
+
+    name: str
+    source_name: str  # the column / key / tag it was read from, e.g. "train/loss"
+    steps: tuple[int, ...]
+    values: tuple[float, ...]
+    records: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def finite(self) -> "Series":
+        """The same series without NaN/Inf points."""
+        keep = [i for i, v in enumerate(self.values) if math.isfinite(v)]
+        if len(keep) == len(self.values):
+            return self
+        return Series(
+            self.name,
+            self.source_name,
+            tuple(self.steps[i] for i in keep),
+            tuple(self.values[i] for i in keep),
+            tuple(self.records[i] for i in keep),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordSpans:
+    """Source range of every record (log entry, JSONL line, CSV row) of a run.
+
+    Stored as parallel int tuples rather than Span objects for speed; `span(i)` builds
+    the Span for the one record a finding needs.
+    """
+
+    start_lines: tuple[int, ...] = ()
+    start_chars: tuple[int, ...] = ()
+    end_lines: tuple[int, ...] = ()
+    end_chars: tuple[int, ...] = ()
+
+    def span(self, record: int) -> Span | None:
+        if 0 <= record < len(self.start_lines):
+            return Span(
+                self.start_lines[record],
+                self.start_chars[record],
+                self.end_lines[record],
+                self.end_chars[record],
+            )
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunMeta:
+    """What a log says about its run besides the metric series."""
+
+    max_steps: int | None = None
+    logging_steps: int | None = None
+    best_step: int | None = None
+    best_checkpoint: str | None = None  # as the log names it
+    # Steps for which a checkpoint folder exists next to the log (checkpoint-<step>/).
+    checkpoint_steps: tuple[int, ...] = ()
+    vocab_size: int | None = None  # from an adjacent config.json, if any
+    vocab_source: str | None = None  # where vocab_size came from
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """A training run's metrics, as one or more files recorded them."""
+
+    path: str  # the main source file; findings without a span point here
+    format: str  # e.g. "hf-trainer-state", "metrics-jsonl", "metrics-csv"
+    series: Mapping[str, Series]
+    record_spans: RecordSpans
+    meta: RunMeta = field(default_factory=RunMeta)
+    sources: tuple[str, ...] = ()
+    # Columns/keys the reader saw but did not map (kept for messages, never judged).
+    unmapped: tuple[str, ...] = ()
+    # Problems the reader met but could read past (a bad row, a duplicate step...):
+    # (record index, message).
+    notes: tuple[tuple[int, str], ...] = ()
+
+    def get(self, name: str) -> Series | None:
+        s = self.series.get(name)
+        return s if s is not None and len(s) else None
+
+    def location(self, record: int | None) -> Location:
+        span = self.record_spans.span(record) if record is not None else None
+        return Location(path=self.path, span=span, record=record if span is None else None)
+
+
+# --- what rules give back and reports carry ---------------------------------------------
+
+Number = float | int | str | bool | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hit:
+    """A rule firing: the message states the numbers, the evidence carries them."""
+
+    message: str
+    evidence: Mapping[str, Number]
+    location: Location
+    related: tuple[Related, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    id: str
+    level: Level
+    message: str
+    evidence: Mapping[str, Number]
+    location: Location
+    related: tuple[Related, ...] = ()
+    limits: Mapping[str, Number] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """A check group and whether it ran; `reason` says why it did not."""
+
+    group: str
+    ran: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Artefact:
+    path: str
+    kind: str  # "metrics", "dataset", "checkpoint", ...
+    format: str
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    artefact: Artefact
+    verdict: Verdict
+    findings: tuple[Finding, ...]
+    checks: tuple[Check, ...]
+    # One line, set when the artefact could not be judged at all (verdict NOT-CHECKED).
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotJudged:
+    """A file that looked like something to judge but was not, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """Everything one CLI invocation produced."""
+
+    reports: tuple[Report, ...]
+    not_judged: tuple[NotJudged, ...] = ()
+    # Files recognised as ordinary residents of a run folder that need no judgement
+    # (e.g. training_args.bin, a pickled TrainingArguments): listed, never opened.
+    passed_over: tuple[NotJudged, ...] = ()
+    error: str = ""
+
+    @property
+    def worst_verdict(self) -> Verdict:
+        verdicts = [r.verdict for r in self.reports]
+        if self.not_judged or self.error:
+            verdicts.append(Verdict.NOT_CHECKED)
+        return worst(verdicts)
+
+
+class ReadError(Exception):
+    """A file could not be read as what it claims to be. The message is one line and
+    names the file position when there is one; it becomes a NOT-CHECKED reason."""
+
+    def __init__(self, message: str, *, span: Span | None = None) -> None:
+        super().__init__(message)
+        self.span = span
+
+
+Evidence = dict[str, Any]

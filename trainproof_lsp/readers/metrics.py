@@ -1,0 +1,253 @@
+"""Metric logs as rows of named values: JSONL, CSV, and JSON arrays of records.
+
+Who writes them and what they look like:
+- HF/W&B exports:         {"_step": 10, "train/loss": 1.2, "train/learning_rate": 2e-5, ...}
+- plain JSONL:            {"step": 5, "loss": 1.98, "lr": 0.0002, "grad_norm": 0.7}
+- Lightning CSVLogger:    epoch,step,lr-AdamW,train_loss_step,train_loss_epoch,val_loss
+                          rows fill only the columns logged at that step (others empty)
+- Keras CSVLogger:        epoch,loss,val_loss  (one row per epoch; epoch is the step)
+
+Columns map onto canonical series through the alias table below; the first alias
+present wins. A layout without any loss column is not judged: the reader says which
+columns it saw.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+import msgspec
+
+from ..model import (DATA_TIME, EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LR, STEP_TIME, THROUGHPUT,
+                     ReadError, RecordSpans, Run, RunMeta, Span)
+from . import adjacent
+from .common import Columns, decode_json, to_float, to_step
+from .jsonpos import array_start, element_ranges
+
+# Canonical series -> column names, most specific first. Matching ignores case.
+ALIASES: dict[str, tuple[str, ...]] = {
+    LOSS: ("train/loss", "train_loss_step", "loss_step", "train/loss_step", "loss", "train_loss",
+           "training_loss", "trainer/loss", "loss/train", "train/train_loss", "train_loss_epoch"),
+    EVAL_LOSS: ("eval/loss", "eval_loss", "val_loss", "val/loss", "validation_loss", "valid_loss",
+                "val_loss_epoch", "loss/val", "loss/validation", "validation/loss", "test/loss"),
+    LR: ("train/learning_rate", "learning_rate", "lr", "train/lr", "trainer/learning_rate"),
+    GRAD_NORM: ("train/grad_norm", "grad_norm", "gradient_norm", "grad_norm_step", "train/gradient_norm",
+                "grad_norm/total"),
+    STEP_TIME: ("step_time", "train/step_time", "time_per_step", "iter_time", "batch_time",
+                "step_time_s", "train/iter_time"),
+    DATA_TIME: ("data_time", "train/data_time", "loader_time", "dataloader_time", "data_wait",
+                "data_time_s", "train/loader_time"),
+    THROUGHPUT: ("train/samples_per_second", "samples_per_second", "train_samples_per_second",
+                 "tokens_per_second", "train/tokens_per_second", "throughput"),
+    EPOCH: ("train/epoch", "epoch"),
+}
+# Step columns, most specific first. Keras logs only `epoch`: it becomes the step.
+STEP_ALIASES: tuple[str, ...] = ("train/global_step", "global_step", "trainer/global_step", "step",
+                                 "_step", "iteration", "iter", "epoch")
+# Lightning's LearningRateMonitor names its column after the optimizer: lr-Adam, lr-AdamW/pg1.
+_LR_MONITOR = re.compile(r"^lr-[A-Za-z0-9_]+(/pg\d+)?$")
+
+# Every key that names a metric we read, for format detection.
+KNOWN_KEYS = frozenset(k for names in ALIASES.values() for k in names) | frozenset(STEP_ALIASES)
+
+
+def map_columns(names: Iterable[str]) -> tuple[dict[str, str], str | None]:
+    """canonical series -> column, and the step column, for a set of column names."""
+    by_lower = {}
+    for n in names:
+        by_lower.setdefault(n.lower(), n)
+    chosen: dict[str, str] = {}
+    step = next((by_lower[a] for a in STEP_ALIASES if a in by_lower), None)
+    for series, aliases in ALIASES.items():
+        for a in aliases:
+            col = by_lower.get(a)
+            if col is not None and col != step:
+                chosen[series] = col
+                break
+    if LR not in chosen:
+        monitor = sorted(n for n in by_lower.values() if _LR_MONITOR.match(n))
+        if monitor:
+            chosen[LR] = monitor[0]
+    # Keras' `epoch` doubles as the step; it is then not also an epoch series.
+    if chosen.get(EPOCH) == step:
+        chosen.pop(EPOCH)
+    return chosen, step
+
+
+def _no_loss(path: str, names: Iterable[str]) -> ReadError:
+    seen = ", ".join(sorted(set(names))[:30]) or "none"
+    return ReadError(f"{path}: no loss column to judge (columns seen: {seen})")
+
+
+def _build(path: Path, fmt: str, rows: list[dict[str, Any]], spans: RecordSpans,
+           notes: list[tuple[int, str]]) -> Run:
+    names: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            names.setdefault(k, None)
+    chosen, step_col = map_columns(names)
+    if LOSS not in chosen and EVAL_LOSS not in chosen:
+        raise _no_loss(str(path), names)
+    columns = Columns()
+    for i, row in enumerate(rows):
+        if step_col is not None:
+            raw = row.get(step_col)
+            if raw is None or raw == "":
+                # Lightning rows always carry a step; a row without one cannot be placed.
+                if any(row.get(c) not in (None, "") for c in chosen.values()):
+                    notes.append((i, f"row has metrics but no {step_col}; not used"))
+                continue
+            step = to_step(raw)
+            if step is None:
+                notes.append((i, f"{step_col} is {raw!r}, not an integer step; not used"))
+                continue
+        else:
+            step = i
+        for series, col in chosen.items():
+            raw = row.get(col)
+            if raw is None or raw == "":
+                continue
+            v = to_float(raw)
+            if v is None:
+                notes.append((i, f"{col} is {raw!r}, not a number; not used"))
+                continue
+            columns.add(series, col, step, v, i)
+    classes, config = adjacent.find_num_classes(path)
+    used = set(chosen.values()) | ({step_col} if step_col else set())
+    return Run(
+        path=str(path), format=fmt, series=columns.series(), record_spans=spans,
+        meta=RunMeta(checkpoint_steps=adjacent.checkpoint_steps(adjacent.run_root(path)),
+                     vocab_size=classes, vocab_source=config),
+        sources=(str(path),), unmapped=tuple(n for n in names if n not in used),
+        notes=tuple(notes),
+    )
+
+
+_DECODE = msgspec.json.Decoder()
+
+
+def read_metrics_jsonl(path: str | Path, data: bytes | None = None) -> Run:
+    p = Path(path)
+    if data is None:
+        data = p.read_bytes()
+    if not data.strip():
+        raise ReadError(f"{path}: empty file")
+    rows: list[dict[str, Any]] = []
+    sl: list[int] = []
+    sc: list[int] = []
+    el: list[int] = []
+    ec: list[int] = []
+    notes: list[tuple[int, str]] = []
+    bad = 0
+    first_bad: tuple[int, str] | None = None
+    for lineno, raw in enumerate(data.split(b"\n")):
+        line = raw.rstrip(b"\r")
+        if lineno == 0 and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        if not line.strip():
+            continue
+        try:
+            obj = _DECODE.decode(line)
+        except msgspec.DecodeError:
+            try:
+                obj = decode_json(line, str(path))  # NaN/Infinity tokens
+            except ReadError as e:
+                bad += 1
+                first_bad = first_bad or (lineno, str(e).split(": ", 1)[-1])
+                continue
+        if not isinstance(obj, dict):
+            bad += 1
+            first_bad = first_bad or (lineno, "not a JSON object")
+            continue
+        record = len(rows)
+        rows.append(obj)
+        sl.append(lineno)
+        sc.append(0)
+        el.append(lineno)
+        ec.append(len(line.decode("utf-8", "replace")))
+    if not rows:
+        if first_bad is not None:
+            raise ReadError(f"{path}:{first_bad[0] + 1}: no readable JSON line ({first_bad[1]})",
+                            span=Span(first_bad[0], 0, first_bad[0], 0))
+        raise ReadError(f"{path}: no records")
+    if bad:
+        notes.append((-1, f"{bad} line(s) are not JSON objects and were not used, first at line "
+                          f"{first_bad[0] + 1 if first_bad else '?'}"))
+    spans = RecordSpans(start_lines=tuple(sl), start_chars=tuple(sc), end_lines=tuple(el),
+                        end_chars=tuple(ec))
+    return _build(p, "metrics-jsonl", rows, spans, notes)
+
+
+def read_metrics_json_array(path: str | Path, data: bytes | None = None) -> Run:
+    p = Path(path)
+    if data is None:
+        data = p.read_bytes()
+    doc = decode_json(data, str(path))
+    if not isinstance(doc, list) or not doc:
+        raise ReadError(f"{path}: not a JSON array of records")
+    notes: list[tuple[int, str]] = []
+    rows = [r if isinstance(r, dict) else {} for r in doc]
+    if not any(rows):
+        raise ReadError(f"{path}: the array holds no objects")
+    ranges = element_ranges(data, array_start(data, None), len(doc)) if all(
+        isinstance(r, dict) for r in doc) else None
+    spans = RecordSpans()
+    if ranges is not None:
+        from ..positions import ByteIndex
+
+        index = ByteIndex(data)
+        s = [index.span(a, b) for a, b in zip(*ranges)]
+        spans = RecordSpans(start_lines=tuple(x.start_line for x in s),
+                            start_chars=tuple(x.start_char for x in s),
+                            end_lines=tuple(x.end_line for x in s),
+                            end_chars=tuple(x.end_char for x in s))
+    return _build(p, "metrics-json", rows, spans, notes)
+
+
+def read_metrics_csv(path: str | Path, data: bytes | None = None) -> Run:
+    p = Path(path)
+    if data is None:
+        data = p.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ReadError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    if not text.strip():
+        raise ReadError(f"{path}: empty file")
+    delimiter = "\t" if p.suffix.lower() == ".tsv" else ","
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        header = next(reader)
+    except (StopIteration, csv.Error) as e:
+        raise ReadError(f"{path}: no CSV header ({e})") from None
+    header = [h.strip() for h in header]
+    rows: list[dict[str, Any]] = []
+    notes: list[tuple[int, str]] = []
+    sl: list[int] = []
+    ec: list[int] = []
+    lines = text.splitlines()
+    try:
+        for cells in reader:
+            lineno = reader.line_num - 1
+            if not cells or not any(c.strip() for c in cells):
+                continue
+            if len(cells) != len(header):
+                notes.append((len(rows), f"line {lineno + 1}: {len(cells)} cells, header has {len(header)}"))
+            rows.append({h: c.strip() for h, c in zip(header, cells)})
+            sl.append(lineno)
+            ec.append(len(lines[lineno]) if lineno < len(lines) else 0)
+    except csv.Error as e:
+        raise ReadError(f"{path}:{reader.line_num}: malformed CSV ({e})") from None
+    if not rows:
+        chosen, _ = map_columns(header)
+        if LOSS not in chosen and EVAL_LOSS not in chosen:
+            raise _no_loss(str(path), header)
+        raise ReadError(f"{path}: header only, no rows")
+    n = len(sl)
+    spans = RecordSpans(start_lines=tuple(sl), start_chars=(0,) * n, end_lines=tuple(sl),
+                        end_chars=tuple(ec))
+    return _build(p, "metrics-csv", rows, spans, notes)

@@ -1,0 +1,188 @@
+"""HF Trainer `trainer_state.json`.
+
+Shape (written by `TrainerState.save_to_json`, `json.dumps(indent=2, sort_keys=True)`):
+
+    {
+      "best_global_step": 30, "best_model_checkpoint": "out/checkpoint-30", ...
+      "log_history": [
+        {
+          "epoch": 0.03, "grad_norm": 0.77, "learning_rate": 4e-05, "loss": 1.52, "step": 5
+        },
+        { "epoch": 0.1, "eval_loss": 1.37, "eval_runtime": 3.1, "step": 15 },
+        ...
+        { "step": 300, "train_loss": 1.1, "train_runtime": 340.2, "train_samples_per_second": 7.0 }
+      ],
+      "logging_steps": 5, "max_steps": 300, ...
+    }
+
+Every log_history entry keeps its line range, so a finding points at the exact entry of
+the step it cites. Values come from msgspec (typed, fast); a file msgspec rejects (bare
+NaN/Infinity, which HF writes for non-finite losses, or odd types) is decoded by the
+standard library instead.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..model import EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LR, THROUGHPUT, ReadError, RecordSpans, Run, RunMeta
+from . import adjacent
+from .common import Columns, decode_json, to_float, to_step
+from .jsonpos import array_start, element_ranges
+
+
+class _Entry(msgspec.Struct):
+    step: int | None = None
+    loss: float | None = None
+    eval_loss: float | None = None
+    learning_rate: float | None = None
+    grad_norm: float | None = None
+    epoch: float | None = None
+    train_samples_per_second: float | None = None
+
+
+class _State(msgspec.Struct):
+    log_history: list[_Entry]
+    max_steps: int | None = None
+    logging_steps: float | None = None
+    global_step: int | None = None
+    best_global_step: int | None = None
+    best_model_checkpoint: str | None = None
+
+
+_FAST = msgspec.json.Decoder(_State)
+
+# (canonical series, trainer_state key)
+_KEYS = ((LOSS, "loss"), (EVAL_LOSS, "eval_loss"), (LR, "learning_rate"),
+         (GRAD_NORM, "grad_norm"), (EPOCH, "epoch"), (THROUGHPUT, "train_samples_per_second"))
+
+_CKPT_NAME = re.compile(r"checkpoint-(\d+)")
+
+
+def looks_like_trainer_state(head: bytes) -> bool:
+    return b'"log_history"' in head
+
+
+def read_trainer_state(path: str | Path, data: bytes | None = None) -> Run:
+    p = Path(path)
+    if data is None:
+        data = p.read_bytes()
+    name = str(path)
+    if not data.strip():
+        raise ReadError(f"{name}: empty file")
+    columns = Columns()
+    notes: list[tuple[int, str]] = []
+    try:
+        state: Any = _FAST.decode(data)
+        entries = state.log_history
+        n = len(entries)
+        add = columns.add
+        for i, e in enumerate(entries):
+            step = e.step
+            if step is None:
+                notes.append((i, "log entry without a step; not used"))
+                continue
+            if e.loss is not None:
+                add(LOSS, "loss", step, e.loss, i)
+            if e.eval_loss is not None:
+                add(EVAL_LOSS, "eval_loss", step, e.eval_loss, i)
+            if e.learning_rate is not None:
+                add(LR, "learning_rate", step, e.learning_rate, i)
+            if e.grad_norm is not None:
+                add(GRAD_NORM, "grad_norm", step, e.grad_norm, i)
+            if e.epoch is not None:
+                add(EPOCH, "epoch", step, e.epoch, i)
+            if e.train_samples_per_second is not None:
+                add(THROUGHPUT, "train_samples_per_second", step, e.train_samples_per_second, i)
+        meta_src = {"max_steps": state.max_steps, "logging_steps": state.logging_steps,
+                    "best_global_step": state.best_global_step,
+                    "best_model_checkpoint": state.best_model_checkpoint}
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        doc = decode_json(data, name)
+        if not isinstance(doc, dict) or not isinstance(doc.get("log_history"), list):
+            raise ReadError(f"{name}: no log_history list; not a trainer_state.json") from None
+        entries = doc["log_history"]
+        n = len(entries)
+        for i, e in enumerate(entries):
+            if not isinstance(e, dict):
+                notes.append((i, "log entry is not an object; not used"))
+                continue
+            step = to_step(e.get("step"))
+            if step is None:
+                notes.append((i, "log entry without an integer step; not used"))
+                continue
+            for series, key in _KEYS:
+                if key in e:
+                    v = to_float(e[key])
+                    if v is None:
+                        notes.append((i, f"{key} is {e[key]!r}, not a number; not used"))
+                    else:
+                        columns.add(series, key, step, v, i)
+        meta_src = {k: doc.get(k) for k in ("max_steps", "logging_steps", "best_global_step",
+                                            "best_model_checkpoint")}
+    spans = _entry_spans(data, n, name)
+    return Run(
+        path=name,
+        format="hf-trainer-state",
+        series=columns.series(),
+        record_spans=spans,
+        meta=_meta(p, meta_src),
+        sources=(name,),
+        notes=tuple(notes),
+    )
+
+
+def _entry_spans(data: bytes, n: int, name: str) -> RecordSpans:
+    open_pos = array_start(data, b"log_history")
+    ranges = element_ranges(data, open_pos, n) if open_pos >= 0 else None
+    if ranges is None:
+        # Values were decoded, so the JSON is valid; elements that are not objects make
+        # the positions unknowable. Findings then point at the file, not a line.
+        return RecordSpans()
+    starts, ends = ranges
+    count, rfind = data.count, data.rfind
+    sl: list[int] = []
+    sc: list[int] = []
+    el: list[int] = []
+    ec: list[int] = []
+    line = count(b"\n", 0, starts[0]) if starts else 0
+    prev = starts[0] if starts else 0
+    for s, e in zip(starts, ends):
+        line += count(b"\n", prev, s)
+        sl.append(line)
+        sc.append(_column(data, s, rfind))
+        line += count(b"\n", s, e)
+        el.append(line)
+        ec.append(_column(data, e, rfind))
+        prev = e
+    return RecordSpans(start_lines=tuple(sl), start_chars=tuple(sc),
+                       end_lines=tuple(el), end_chars=tuple(ec))
+
+
+def _column(data: bytes, offset: int, rfind: Any) -> int:
+    line_start = rfind(b"\n", 0, offset) + 1
+    prefix = data[line_start:offset]
+    return len(prefix) if prefix.isascii() else len(prefix.decode("utf-8", "replace"))
+
+
+def _meta(path: Path, src: dict[str, Any]) -> RunMeta:
+    best_ckpt = src.get("best_model_checkpoint")
+    best_step = src.get("best_global_step")
+    if best_step is None and isinstance(best_ckpt, str):
+        m = _CKPT_NAME.search(best_ckpt)
+        best_step = int(m.group(1)) if m else None
+    logging = src.get("logging_steps")
+    classes, config = adjacent.find_num_classes(path)
+    return RunMeta(
+        max_steps=to_step(src.get("max_steps")),
+        logging_steps=int(logging) if isinstance(logging, (int, float)) and logging >= 1 else None,
+        best_step=best_step if isinstance(best_step, int) else None,
+        best_checkpoint=best_ckpt if isinstance(best_ckpt, str) else None,
+        checkpoint_steps=adjacent.checkpoint_steps(adjacent.run_root(path)),
+        vocab_size=classes,
+        vocab_source=config,
+    )

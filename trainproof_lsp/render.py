@@ -1,0 +1,233 @@
+"""Reports as text, JSON and SARIF 2.1.0, and the rule docs. Pure functions: data in,
+strings out."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, Iterable
+
+from . import TOOL_NAME, __version__
+from .model import Finding, Level, Location, Outcome, Report, Verdict
+from .positions import one_based
+from .rules import REGISTRY, Rule
+
+SCHEMA_VERSION = 1
+# Findings of one rule shown in text output before "...and N more" (JSON lists all).
+TEXT_CAP_PER_RULE = 20
+
+
+def _number(v: Any) -> Any:
+    """JSON has no NaN/Infinity: non-finite floats become the strings Python prints."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    return v
+
+
+def location_json(loc: Location) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": loc.path}
+    if loc.span is not None:
+        s = loc.span
+        out["range"] = {"start": {"line": s.start_line, "character": s.start_char},
+                        "end": {"line": s.end_line, "character": s.end_char}}
+    if loc.byte_offset is not None:
+        out["byte_offset"] = loc.byte_offset
+    if loc.record is not None:
+        out["record"] = loc.record
+    return out
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    return {
+        "id": f.id,
+        "level": f.level.value,
+        "message": f.message,
+        "evidence": {k: _number(v) for k, v in f.evidence.items()},
+        "location": location_json(f.location),
+        "related": [{"location": location_json(r.location), "message": r.message} for r in f.related],
+        "limits": {k: _number(v) for k, v in f.limits.items()},
+    }
+
+
+def report_json(r: Report) -> dict[str, Any]:
+    return {
+        "artefact": {"path": r.artefact.path, "kind": r.artefact.kind, "format": r.artefact.format,
+                     "sources": list(r.artefact.sources)},
+        "verdict": r.verdict.value,
+        "reason": r.reason,
+        "findings": [finding_json(f) for f in r.findings],
+        "checks": {
+            "ran": [c.group for c in r.checks if c.ran],
+            "skipped": [{"id": c.group, "reason": c.reason} for c in r.checks if not c.ran],
+        },
+    }
+
+
+def outcome_json(o: Outcome) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": TOOL_NAME, "version": __version__},
+        "reports": [report_json(r) for r in o.reports],
+        "not_judged": [{"path": n.path, "reason": n.reason} for n in o.not_judged],
+        "passed_over": [{"path": n.path, "reason": n.reason} for n in o.passed_over],
+        "worst_verdict": o.worst_verdict.value,
+        "error": o.error,
+    }
+
+
+def to_json(o: Outcome) -> str:
+    return json.dumps(outcome_json(o), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+# --- text ----------------------------------------------------------------------------
+
+def _where(loc: Location) -> str:
+    if loc.span is not None:
+        line, col, _, _ = one_based(loc.span)
+        return f"{loc.path}:{line}:{col}"
+    if loc.byte_offset is not None:
+        return f"{loc.path}@{loc.byte_offset}"
+    return loc.path
+
+
+def to_text(o: Outcome, *, verbose: bool = False) -> str:
+    out: list[str] = []
+    for r in o.reports:
+        shown: dict[str, int] = {}
+        hidden: dict[str, int] = {}
+        for f in r.findings:
+            if f.id == "TP-NOT-CHECKED":
+                continue
+            shown[f.id] = shown.get(f.id, 0) + 1
+            if shown[f.id] > TEXT_CAP_PER_RULE:
+                hidden[f.id] = hidden.get(f.id, 0) + 1
+                continue
+            out.append(f"{_where(f.location)}: {f.level.value} {f.id} {f.message}")
+            for rel in f.related[: 3 if not verbose else None]:
+                out.append(f"    related: {_where(rel.location)}: {rel.message}")
+        for rule_id, n in hidden.items():
+            out.append(f"    ...and {n} more {rule_id} (use --json to see all)")
+        ran = [c.group for c in r.checks if c.ran]
+        skipped = [c for c in r.checks if not c.ran]
+        if r.verdict is Verdict.NOT_CHECKED and r.reason:
+            out.append(f"{r.artefact.path}: NOT-CHECKED {r.reason}")
+            continue
+        counted = [f for f in r.findings if f.level in (Level.FAIL, Level.WARN)]
+        sources = f" ({len(r.artefact.sources)} sources)" if len(r.artefact.sources) > 1 else ""
+        out.append(
+            f"== {r.artefact.path}{sources}: {r.verdict.value} — {len(counted)} finding(s); "
+            f"{len(ran)} check(s) ran, {len(skipped)} skipped"
+        )
+        if verbose or r.verdict is Verdict.PASS:
+            out.append(f"   checked: {', '.join(ran) if ran else 'nothing'}")
+        for c in skipped:
+            out.append(f"   skipped {c.group}: {c.reason}")
+    for n in o.not_judged:
+        out.append(f"{n.path}: not judged: {n.reason}")
+    if verbose:
+        for n in o.passed_over:
+            out.append(f"{n.path}: passed over: {n.reason}")
+    if o.error:
+        out.append(f"error: {o.error}")
+    counts = {v: sum(1 for r in o.reports if r.verdict is v) for v in Verdict}
+    summary = ", ".join(f"{counts[v]} {v.value}" for v in Verdict if counts[v])
+    extra = f"; {len(o.not_judged)} not judged" if o.not_judged else ""
+    extra += f"; {len(o.passed_over)} passed over" if o.passed_over and not verbose else ""
+    out.append(f"{len(o.reports)} report(s): {summary or 'none'}{extra}. Worst: {o.worst_verdict.value}")
+    return "\n".join(out) + "\n"
+
+
+# --- SARIF ---------------------------------------------------------------------------
+
+_SARIF_LEVEL = {Level.FAIL: "error", Level.WARN: "warning", Level.INFO: "note", Level.NOT_CHECKED: "note"}
+
+
+def _sarif_location(loc: Location) -> dict[str, Any]:
+    phys: dict[str, Any] = {"artifactLocation": {"uri": loc.path}}
+    if loc.span is not None:
+        sl, sc, el, ec = one_based(loc.span)
+        phys["region"] = {"startLine": sl, "startColumn": sc, "endLine": el, "endColumn": ec}
+    elif loc.byte_offset is not None:
+        phys["region"] = {"byteOffset": loc.byte_offset}
+    return {"physicalLocation": phys}
+
+
+def sarif_rule(rule: Rule) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": " ".join(rule.doc.split())},
+        "help": {"text": rule.doc.strip(), "markdown": rule_markdown(rule)},
+        "defaultConfiguration": {"level": _SARIF_LEVEL[rule.level]},
+        "properties": {"trainproof-level": rule.level.value, "origin": rule.origin},
+    }
+
+
+def to_sarif(o: Outcome) -> str:
+    results = []
+    for r in o.reports:
+        for f in r.findings:
+            res: dict[str, Any] = {
+                "ruleId": f.id,
+                "level": _SARIF_LEVEL[f.level],
+                "message": {"text": f.message},
+                "locations": [_sarif_location(f.location)],
+                "properties": {"evidence": {k: _number(v) for k, v in f.evidence.items()},
+                               "verdict": r.verdict.value},
+            }
+            if f.related:
+                res["relatedLocations"] = [
+                    {"id": i, **_sarif_location(rel.location), "message": {"text": rel.message}}
+                    for i, rel in enumerate(f.related)
+                ]
+            results.append(res)
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": TOOL_NAME, "version": __version__,
+                                "rules": [sarif_rule(r) for r in REGISTRY]}},
+            "results": results,
+        }],
+    }
+    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+# --- rule docs -------------------------------------------------------------------------
+
+def rule_markdown(rule: Rule) -> str:
+    lines = [f"## {rule.id}", "", f"**{rule.summary}**", "",
+             f"- Level: {rule.level.value}", f"- Name: `{rule.name}`",
+             f"- Judges: {rule.applies_to}",
+             "- ID origin: " + ("same meaning as the published trainproof tool's ID"
+                                if rule.origin == "trainproof" else "new in trainproof-lsp")]
+    if rule.needs:
+        lines.append(f"- Needs series: {', '.join(rule.needs)}")
+    body = rule.doc.strip().split("\n", 1)
+    if len(body) > 1:
+        lines += ["", body[1].strip()]
+    fields = dataclasses.fields(rule.limits) if dataclasses.is_dataclass(rule.limits) else ()
+    if fields:
+        lines += ["", "| limit | default |", "|---|---|"]
+        defaults = rule.limits()
+        for fld in fields:
+            lines.append(f"| `{fld.name}` | {getattr(defaults, fld.name)} |")
+    return "\n".join(lines)
+
+
+def rules_markdown(rules: Iterable[Rule] = REGISTRY) -> str:
+    rules = tuple(rules)
+    head = [
+        "<!-- Generated from the rule registry (trainproof_lsp/rules) by",
+        "     `python -m trainproof_lsp rules --markdown > docs/rules.md`. Do not edit by hand:",
+        "     tests/test_registry.py fails when this file and the registry drift. -->",
+        "",
+        "# Rules",
+        "",
+        "| ID | level | what it flags |",
+        "|---|---|---|",
+    ]
+    head += [f"| [{r.id}](#{r.id.lower()}) | {r.level.value} | {r.summary} |" for r in rules]
+    return "\n".join(head) + "\n\n" + "\n\n".join(rule_markdown(r) for r in rules) + "\n"

@@ -1,0 +1,71 @@
+"""The rule registry: one explicit tuple, in the order rules run and are documented.
+
+Docs (docs/rules.md), hover text and SARIF rule metadata are all generated from these
+entries; tests/test_registry.py fails when they drift.
+"""
+
+from __future__ import annotations
+
+from ..model import Level
+from . import dead, diverge, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
+from .base import Context, Rule, Skip
+
+NOT_CHECKED_DOC = """The artefact could not be judged.
+
+What it flags: a file that could not be read as what it looks like (empty, binary,
+truncated, malformed, or a layout with no loss to judge); the message says why, with
+the line where the reader stopped when there is one.
+Why it matters: nothing was checked, so nothing can be said about the run — this is
+never a pass and never a failure (exit code 2).
+What it does not mean: that the run is broken; only that this file told us nothing.
+"""
+
+NOT_CHECKED = Rule(id="TP-NOT-CHECKED", name="not-checked", level=Level.NOT_CHECKED,
+                   doc=NOT_CHECKED_DOC, applies_to="any", origin="trainproof")
+
+SKIPPED_RECORDS_DOC = """Some records of a log could not be used and were read past.
+
+What it flags: log entries or rows without a usable step, values that are not numbers
+(text, null), or lines that are not JSON objects; the first is located and the rest
+counted.
+Why it matters: every curve rule ran without those points, so a problem there would not
+be seen; nothing is dropped silently.
+What it does not mean: a broken run — it is INFO and never changes a verdict.
+"""
+
+SKIPPED_RECORDS = Rule(id="TP-SKIPPED-RECORDS", name="skipped-records", level=Level.INFO,
+                       doc=SKIPPED_RECORDS_DOC, applies_to="metrics")
+
+REGISTRY: tuple[Rule, ...] = (
+    nonfinite.NAN_RULE,
+    nonfinite.NAN_GRAD_RULE,
+    nonfinite.OVERFLOW_RULE,
+    zero.ZERO_LOSS_RULE,
+    zero.ZERO_ONSET_RULE,
+    zero.ZERO_GRAD_RULE,
+    flat.RULE,
+    dead.RULE,
+    diverge.RULE,
+    spikes.LOSS_SPIKE_RULE,
+    spikes.LOSS_SPIKE_UNRECOVERED_RULE,
+    spikes.GRAD_SPIKE_RULE,
+    uniform.RULE,
+    lr.ZERO_LR_RULE,
+    lr.ZERO_LR_PARTIAL_RULE,
+    overfit.RULE,
+    steps.RULE,
+    timing.STEP_CLIFF_RULE,
+    timing.LOADER_BOUND_RULE,
+    timing.THROUGHPUT_RULE,
+    SKIPPED_RECORDS,
+    NOT_CHECKED,
+)
+
+BY_ID: dict[str, Rule] = {r.id: r for r in REGISTRY}
+
+
+def metric_rules() -> tuple[Rule, ...]:
+    return tuple(r for r in REGISTRY if r.applies_to == "metrics" and r.check is not None)
+
+
+__all__ = ["REGISTRY", "BY_ID", "Rule", "Skip", "Context", "NOT_CHECKED", "SKIPPED_RECORDS", "metric_rules"]

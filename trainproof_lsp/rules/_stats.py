@@ -1,0 +1,78 @@
+"""Robust statistics shared by the metric rules. Pure functions over float sequences."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        return math.nan
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+def window_for(n: int, *, divisor: int, lo: int, hi: int) -> int:
+    """A window that grows with the run: n // divisor, clamped to [lo, hi]."""
+    return max(lo, min(hi, n // divisor))
+
+
+def rolling_levels(
+    values: Sequence[float], window: int, *, max_windows: int = 4000, head: bool = True
+) -> list[tuple[int, float]]:
+    """(index of the window's last point, median of the window) along the series.
+
+    With `head`, the first window-1 points also get levels from the shorter windows
+    that end at them, so a run that breaks after its first logged point still has a
+    level from before the break. Long series are sampled at a stride so the cost stays
+    bounded (a 200k-point log is judged in milliseconds, not seconds).
+    """
+    n = len(values)
+    out: list[tuple[int, float]] = []
+    if n == 0:
+        return out
+    stride = max(1, n // max_windows)
+    first = 0 if head else min(window - 1, n - 1)
+    for end in range(first, n, stride):
+        start = max(0, end - window + 1)
+        out.append((end, median(values[start : end + 1])))
+    if out[-1][0] != n - 1:
+        out.append((n - 1, median(values[max(0, n - window) :])))
+    return out
+
+
+def bucket_medians(values: Sequence[float], buckets: int) -> list[float]:
+    """Medians of `buckets` consecutive chunks (the series itself when it is short)."""
+    n = len(values)
+    if n <= buckets:
+        return list(values)
+    out = []
+    for b in range(buckets):
+        lo = b * n // buckets
+        hi = (b + 1) * n // buckets
+        out.append(median(values[lo:hi]))
+    return out
+
+
+def mann_kendall_z(values: Sequence[float], *, max_points: int = 200) -> float:
+    """Mann-Kendall trend statistic as a z score: negative = falling, |z| > 2 ~ 95%.
+
+    Long series are reduced to `max_points` chunk medians first (the test is O(n^2)).
+    """
+    v = bucket_medians(values, max_points)
+    n = len(v)
+    if n < 3:
+        return 0.0
+    s = 0
+    for i in range(n - 1):
+        vi = v[i]
+        for j in range(i + 1, n):
+            d = v[j] - vi
+            s += (d > 0) - (d < 0)
+    var = n * (n - 1) * (2 * n + 5) / 18.0
+    if s == 0:
+        return 0.0
+    return (s - 1 if s > 0 else s + 1) / math.sqrt(var)

@@ -1,0 +1,74 @@
+"""A learning rate of zero: the optimizer takes no steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..model import LR, Hit, Level, Run
+from .base import Context, NoLimits, Rule, need
+
+ZERO_DOC = """The learning rate is zero at every logged step.
+
+What it flags: a learning-rate series (at least 2 points) that is 0.0 throughout.
+Why it matters: with a zero learning rate the optimizer never changes the weights; any
+movement of the loss is batch-order noise. Usually a typo, a scheduler misconfiguration
+or a warmup longer than the run.
+What it does not mean: nothing about a schedule that merely ends at zero.
+"""
+
+
+def check_zero_lr(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
+    lr = need(run, LR, 2, "learning rate")
+    if all(v == 0.0 for v in lr.values):
+        yield Hit(
+            message=f"learning rate is 0 at all {len(lr)} logged steps ({lr.steps[0]}-{lr.steps[-1]})",
+            evidence={"points": len(lr), "first_step": lr.steps[0], "last_step": lr.steps[-1]},
+            location=run.location(lr.records[0]),
+        )
+
+
+ZERO_LR_RULE = Rule(
+    id="TP-ZERO-LR", name="zero-learning-rate", level=Level.FAIL, doc=ZERO_DOC,
+    check=check_zero_lr, needs=(LR,), origin="trainproof",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartialLimits:
+    # More than 10% of logged steps at exactly zero is not a schedule's endpoint (which
+    # is one point) but a stretch of training that changes nothing.
+    max_zero_fraction: float = 0.1
+
+
+PARTIAL_DOC = """The learning rate is zero for a stretch of the run.
+
+What it flags: more than `max_zero_fraction` of the logged learning rates are exactly 0.0
+(but not all of them).
+Why it matters: those steps train nothing — often a warmup or restart misconfigured, or
+a scheduler that reached zero early.
+What it does not mean: a schedule that decays to zero at its last step (one point).
+"""
+
+
+def check_zero_lr_partial(run: Run, limits: PartialLimits, ctx: Context) -> Iterator[Hit]:
+    lr = need(run, LR, 2, "learning rate")
+    zeros = [i for i, v in enumerate(lr.values) if v == 0.0]
+    fraction = len(zeros) / len(lr)
+    if zeros and len(zeros) < len(lr) and fraction > limits.max_zero_fraction:
+        first = zeros[0]
+        yield Hit(
+            message=(
+                f"learning rate is 0 at {len(zeros)} of {len(lr)} logged steps ({fraction:.0%}; limit "
+                f"{limits.max_zero_fraction:.0%}), first at step {lr.steps[first]}"
+            ),
+            evidence={"zero_points": len(zeros), "points": len(lr), "fraction": fraction,
+                      "first_step": lr.steps[first]},
+            location=run.location(lr.records[first]),
+        )
+
+
+ZERO_LR_PARTIAL_RULE = Rule(
+    id="TP-ZERO-LR-PARTIAL", name="zero-learning-rate-partial", level=Level.WARN, doc=PARTIAL_DOC,
+    limits=PartialLimits, check=check_zero_lr_partial, needs=(LR,), origin="trainproof",
+)

@@ -1,0 +1,938 @@
+"""Exact, fast reader for TensorBoard event files, decoded from the wire format.
+
+Nothing here imports tensorflow, tensorboard or protobuf: the two formats involved
+are small and stable, so they are walked by hand over the file's bytes. The only
+optional dependencies are the C CRC-32C implementations (``google_crc32c``, else
+``crc32c``); without either, a pure-Python table CRC is used and the scan says so
+(``EventFileScan.crc_impl == "python"``, which is slow: ~10 MB/s).
+
+Wire shapes
+-----------
+TFRecord framing, repeated to end of file (all integers little-endian)::
+
+    uint64 length | uint32 masked_crc32c(length bytes) | data[length] | uint32 masked_crc32c(data)
+    masked(crc) = ((crc >> 15) | (crc << 17)) + 0xA282EAD8   (mod 2**32)
+
+Protobuf messages used (field number, wire type)::
+
+    Event          wall_time 1 fixed64 double | step 2 varint int64 | file_version 3 string
+                   summary 5 msg  (oneof "what" with 3, 4, 6, 7, 8, 9)
+    Summary        value 1 repeated msg
+    Summary.Value  tag 1 | node_name 7 | metadata 9 msg
+                   oneof: simple_value 2 fixed32 float | 3, 4, 5, 6 (histo/image/audio) | tensor 8 msg
+    SummaryMetadata  plugin_data 1 msg { plugin_name 1 string }
+    TensorProto    dtype 1 | tensor_shape 2 msg { dim 2 msg { size 1 } } | tensor_content 4 bytes
+                   float_val 5 | double_val 6 | int_val 7 | int64_val 10 | bool_val 11
+                   half_val 13 | uint32_val 16 | uint64_val 17   (packed or not)
+
+What counts as a scalar point
+-----------------------------
+Exactly what ``EventAccumulator`` stores, with nothing filtered or purged:
+
+* every ``Value`` whose oneof is ``simple_value`` (tag = ``Value.tag``);
+* every ``Value`` whose oneof is ``tensor`` (tag = ``Value.tag`` or, when empty,
+  ``Value.node_name``) when the tensor holds exactly one element (every dim is 1,
+  or no dims) of a numeric/bool dtype, and the first ``SummaryMetadata`` seen in
+  this file for that tag names the ``scalars`` plugin. This is how the scalars
+  dashboard reads tensor scalars. Tensors seen before their tag's first metadata
+  are held back and kept only if that metadata later says ``scalars``.
+* A one-element tensor with no value at all decodes as 0.0 (TensorFlow fills
+  missing tensor values with zeros). Integer values are converted to float, so
+  int64 beyond 2**53 loses precision exactly as ``float(x)`` does.
+
+Everything else in a summary (histograms, images, audio, text, other plugins'
+tensors, non-scalar tensors) is counted in ``skipped_values`` and not decoded.
+Unlike ``EventAccumulator(purge_orphaned_data=True)``, points are never purged on
+restarts or out-of-order steps: a linter needs to see exactly those.
+
+Corruption and truncation policy (mirrors TensorBoard)
+------------------------------------------------------
+TensorBoard's reader (``event_file_loader.RawEventFileLoader`` over TF's record
+reader, or the ``PyRecordReader_New`` stub without TF) checks both CRCs of every
+record and, on any ``DataLossError`` -- a truncated header/data/footer or a CRC
+mismatch -- stops reading the file, keeping every record before it (it retries
+from that offset on the next poll, in case a writer completes the record). We do
+the same, and say so instead of staying silent:
+
+* ``truncated``: fewer bytes remain than the record's header or its declared
+  length needs. Everything before the cut is returned; the problem names the
+  cut record's offset. (The normal state of a killed or still-running writer.)
+* ``bad-length-crc``: the length field's CRC does not match. Reading stops: the
+  framing can no longer be trusted. This check is always done, even with
+  ``verify_crc=False``, because it is almost free (lengths repeat, so the
+  expected CRC is cached per length) and it is what stops a torn or foreign file
+  from being misframed into garbage.
+* ``bad-data-crc`` (only with ``verify_crc=True``): the data CRC does not match.
+  Reading stops at that record, as TensorBoard does. Without ``verify_crc``
+  the payload is trusted and such corruption is only caught if the bytes no
+  longer parse.
+* ``bad-proto``: the framing is intact but the payload is not a valid Event
+  (varint or length running past the record, bad wire type, invalid UTF-8 in a
+  tag). TensorBoard would raise here; since the framing is sound we report the
+  record, skip it, and continue with the next one.
+
+A file that is not an event file at all yields one problem at offset 0 / record
+0 (``truncated`` when the first 8 bytes, read as a length, point past the end,
+which is what almost any foreign file does; otherwise ``bad-length-crc``) and no
+records. An empty file is a clean scan with ``records == 0``. Only ``OSError``
+from opening/reading the file propagates.
+
+The file is read into memory in one piece (memory = file size): mmap would save
+that but turns a file truncated by its writer mid-read into a SIGBUS, and this
+runs inside a long-lived language server.
+
+Speed
+-----
+Each record's framing and header (wall_time, step) are decoded with
+``struct.unpack_from`` at offsets, never by slicing. Event payloads are then
+matched against byte templates learnt from the first record of each shape: all
+bytes of the payload except the value itself are identical from one step to the
+next for a given tag, so once the full protobuf walk (the slow path) has decoded
+a record, later records with the same bytes around the value are decoded by one
+dict lookup plus one ``unpack_from``. The walk is the only authority on meaning;
+a template is only a memo of "these exact bytes parse to that", so results are
+identical with or without it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = [
+    "CRC_IMPL_NAMES",
+    "EventFileProblem",
+    "EventFileScan",
+    "ScalarSeries",
+    "crc_implementation",
+    "encode_file_version_event",
+    "encode_scalar_event",
+    "frame_record",
+    "masked_crc32c",
+    "read_event_file",
+    "scan_event_bytes",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarSeries:
+    """All scalar points of one tag, in file order, as parallel columns."""
+
+    tag: str
+    steps: tuple[int, ...]
+    wall_times: tuple[float, ...]
+    values: tuple[float, ...]
+    offsets: tuple[int, ...]  # byte offset of the record that held each point
+
+
+@dataclass(frozen=True, slots=True)
+class EventFileProblem:
+    """Something wrong with the file; see the module docstring for the policy."""
+
+    kind: str  # "truncated" | "bad-length-crc" | "bad-data-crc" | "bad-proto"
+    offset: int  # byte offset of the record
+    record: int  # 0-based record index
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class EventFileScan:
+    """Result of reading one event file."""
+
+    path: str
+    records: int  # complete, framed records read (bad-proto ones included)
+    scalars: dict[str, ScalarSeries]  # insertion order = first appearance
+    problems: tuple[EventFileProblem, ...]
+    crc_checked: bool  # True when every data CRC read was verified
+    crc_impl: str  # "google-crc32c" | "crc32c" | "python" (slow) | "none"
+    skipped_values: int = 0  # Summary.Values that were not scalar points
+    file_version: str | None = None  # e.g. "brain.Event:2", last one seen
+    end_offset: int = 0  # bytes consumed: end of the last record accepted
+
+
+CRC_IMPL_NAMES = ("google-crc32c", "crc32c", "python", "none")
+
+# ---------------------------------------------------------------------------
+# CRC-32C
+# ---------------------------------------------------------------------------
+
+_MASK32 = 0xFFFFFFFF
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+_SIGN64 = 1 << 63
+_CRC_MASK_DELTA = 0xA282EAD8
+
+
+def _make_crc_table() -> tuple[int, ...]:
+    # Reflected Castagnoli polynomial; one table entry per byte value.
+    poly = 0x82F63B78
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        table.append(c)
+    return tuple(table)
+
+
+_CRC_TABLE = _make_crc_table()
+
+
+def _crc32c_py(data: bytes) -> int:
+    """Pure-Python CRC-32C: the last-resort fallback (roughly 10 MB/s)."""
+    crc = _MASK32
+    table = _CRC_TABLE
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ _MASK32
+
+
+# Standard check value for CRC-32C: used to reject a same-named but different module.
+_CRC_CHECK = (b"123456789", 0xE3069283)
+
+
+def _select_crc() -> tuple[Callable[[bytes], int], str]:
+    try:
+        import google_crc32c  # type: ignore[import-not-found]
+
+        # Its own pure-Python fallback is no faster than ours; only take the C build.
+        if getattr(google_crc32c, "implementation", "c") == "c":
+            fn: Callable[[bytes], int] = google_crc32c.value
+            if fn(_CRC_CHECK[0]) == _CRC_CHECK[1]:
+                return fn, "google-crc32c"
+    except Exception:  # ImportError, or a broken build: fall through to the next
+        pass
+    try:
+        import crc32c  # type: ignore[import-not-found]
+
+        fn = crc32c.crc32c
+        if fn(_CRC_CHECK[0]) == _CRC_CHECK[1]:
+            return fn, "crc32c"
+    except Exception:
+        pass
+    return _crc32c_py, "python"
+
+
+# Resolved lazily (importing a CRC extension is not free) and cached. Tests may
+# replace it to force a backend.
+_crc_backend: tuple[Callable[[bytes], int], str] | None = None
+
+
+def _crc() -> tuple[Callable[[bytes], int], str]:
+    global _crc_backend
+    if _crc_backend is None:
+        _crc_backend = _select_crc()
+    return _crc_backend
+
+
+def crc_implementation() -> str:
+    """Name of the CRC-32C implementation ``verify_crc=True`` would use."""
+    return _crc()[1]
+
+
+def _mask(crc: int) -> int:
+    return ((((crc >> 15) | (crc << 17)) & _MASK32) + _CRC_MASK_DELTA) & _MASK32
+
+
+def masked_crc32c(data: bytes) -> int:
+    """The masked CRC-32C that TFRecord framing stores."""
+    return _mask(_crc()[0](bytes(data)))
+
+
+# ---------------------------------------------------------------------------
+# Protobuf primitives (slow path: bounds-checked, raise _BadProto)
+# ---------------------------------------------------------------------------
+
+
+class _BadProto(Exception):
+    """Payload is not a valid protobuf message; caught per record."""
+
+
+_F32 = struct.Struct("<f").unpack_from
+_F64 = struct.Struct("<d").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_QI = struct.Struct("<QI").unpack_from
+
+
+def _varint(buf: bytes, i: int, end: int) -> tuple[int, int]:
+    """Decode a varint at i (must end before `end`); return (uint64 value, next i)."""
+    if i >= end:
+        raise _BadProto("varint runs past end of message")
+    b = buf[i]
+    if b < 0x80:
+        return b, i + 1
+    result = b & 0x7F
+    shift = 7
+    i += 1
+    while True:
+        if i >= end:
+            raise _BadProto("varint runs past end of message")
+        if shift > 63:
+            raise _BadProto("varint longer than 10 bytes")
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            # Protobuf keeps the low 64 bits of an over-long 10th byte.
+            return result & _MASK64, i
+        shift += 7
+
+
+def _signed64(v: int) -> int:
+    return v - (1 << 64) if v & _SIGN64 else v
+
+
+def _skip(buf: bytes, i: int, end: int, wire: int, fnum: int) -> int:
+    """Skip one field's payload of the given wire type; return the next offset."""
+    if wire == 0:
+        return _varint(buf, i, end)[1]
+    if wire == 1:
+        i += 8
+    elif wire == 2:
+        n, i = _varint(buf, i, end)
+        i += n
+    elif wire == 5:
+        i += 4
+    elif wire == 3:
+        # Group (proto2 relic): skip nested fields until the matching end-group.
+        while True:
+            key, i = _varint(buf, i, end)
+            if key >> 3 == 0:
+                raise _BadProto("field number 0")
+            if key & 7 == 4:
+                if key >> 3 != fnum:
+                    raise _BadProto("mismatched end-group")
+                return i
+            i = _skip(buf, i, end, key & 7, key >> 3)
+    else:
+        raise _BadProto(f"invalid wire type {wire}")
+    if i > end:
+        raise _BadProto("field runs past end of message")
+    return i
+
+
+def _fields(buf: bytes, i: int, end: int):  # -> Iterator[tuple[int, int, int, int]]
+    """Yield (field_number, wire_type, payload_start, payload_end) for one message.
+
+    For wire type 0 payload_start..payload_end is the varint; for 2 it is the
+    bytes after the length prefix; for 1/5 the 8/4 fixed bytes.
+    """
+    while i < end:
+        key, i = _varint(buf, i, end)
+        fnum = key >> 3
+        wire = key & 7
+        if fnum == 0:
+            raise _BadProto("field number 0")
+        if wire == 2:
+            n, j = _varint(buf, i, end)
+            k = j + n
+            if k > end:
+                raise _BadProto("length-delimited field runs past end of message")
+            yield fnum, 2, j, k
+            i = k
+        else:
+            k = _skip(buf, i, end, wire, fnum)
+            yield fnum, wire, i, k
+            i = k
+
+
+def _utf8(buf: bytes, s: int, e: int) -> str:
+    try:
+        return buf[s:e].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # protobuf rejects invalid UTF-8 in proto3 string fields the same way.
+        raise _BadProto(f"invalid UTF-8 in string field: {exc.reason}") from None
+
+
+# ---------------------------------------------------------------------------
+# Tensor scalars
+# ---------------------------------------------------------------------------
+
+
+def _bf16(bits: int) -> float:
+    # bfloat16 is the top half of a float32.
+    return _F32(((bits & 0xFFFF) << 16).to_bytes(4, "little"))[0]
+
+
+def _f16(bits: int) -> float:
+    return struct.unpack("<e", (bits & 0xFFFF).to_bytes(2, "little"))[0]
+
+
+def _wrap(bits: int, signed: bool) -> Callable[[int], float]:
+    mask = (1 << bits) - 1
+    sign = 1 << (bits - 1)
+
+    def conv(v: int) -> float:
+        v &= mask
+        if signed and v & sign:
+            v -= mask + 1
+        return float(v)
+
+    return conv
+
+
+def _bf16_from_u16(v: int) -> float:
+    return _bf16(v)
+
+
+# dtype -> (tensor_content struct format, post-conversion or None, repeated
+# field number that holds values when there is no tensor_content, how that field
+# is encoded: "f32"/"f64" fixed, else a varint converter).
+_VarConv = Callable[[int], float]
+_DTYPES: dict[int, tuple[str, Callable[[object], float] | None, int, str | _VarConv]] = {
+    1: ("<f", None, 5, "f32"),  # DT_FLOAT: float_val
+    2: ("<d", None, 6, "f64"),  # DT_DOUBLE: double_val
+    3: ("<i", float, 7, _wrap(32, True)),  # DT_INT32: int_val
+    4: ("<B", float, 7, _wrap(8, False)),  # DT_UINT8: int_val
+    5: ("<h", float, 7, _wrap(16, True)),  # DT_INT16: int_val
+    6: ("<b", float, 7, _wrap(8, True)),  # DT_INT8: int_val
+    9: ("<q", float, 10, _wrap(64, True)),  # DT_INT64: int64_val
+    10: ("<?", float, 11, lambda v: 1.0 if v else 0.0),  # DT_BOOL: bool_val
+    14: ("<H", _bf16_from_u16, 13, _bf16),  # DT_BFLOAT16: half_val bit patterns
+    17: ("<H", float, 7, _wrap(16, False)),  # DT_UINT16: int_val
+    19: ("<e", None, 13, _f16),  # DT_HALF: half_val bit patterns
+    22: ("<I", float, 16, _wrap(32, False)),  # DT_UINT32: uint32_val
+    23: ("<Q", float, 17, _wrap(64, False)),  # DT_UINT64: uint64_val
+}
+_STRUCTS: dict[str, Callable[[bytes, int], tuple[object, ...]]] = {
+    fmt: struct.Struct(fmt).unpack_from for fmt, *_ in _DTYPES.values()
+}
+
+# A decoded tensor scalar: (value, fixed_pos, unpack_from, converter). fixed_pos is
+# the absolute offset of the value's bytes when they sit at a fixed-width spot
+# (so the record can become a template), else -1.
+_TensorScalar = tuple[float, int, Callable[[bytes, int], tuple[object, ...]] | None, Callable[[object], float] | None]
+
+
+def _tensor_scalar(buf: bytes, spans: list[tuple[int, int]]) -> _TensorScalar | None:
+    """Decode a TensorProto (possibly split over several merged spans) as a scalar.
+
+    Mirrors ``tensor_util.make_ndarray``: tensor_content wins when non-empty,
+    otherwise the dtype's own repeated field; returns None when the tensor is not
+    exactly one element of a supported dtype.
+    """
+    dtype = 0
+    dims_ok = True
+    content: tuple[int, int] | None = None
+    # field number -> list of value slots; a slot is ("pos", offset) for fixed
+    # width values or ("int", value) for varints.
+    vals: dict[int, list[tuple[int, int]]] = {}
+    for ts, te in spans:
+        for fnum, wire, s, e in _fields(buf, ts, te):
+            if fnum == 1 and wire == 0:
+                dtype = _varint(buf, s, e)[0]
+            elif fnum == 2 and wire == 2:
+                # TensorShapeProto { dim 2 { size 1 } }: dims across merges concatenate.
+                for sf, sw, ss, se in _fields(buf, s, e):
+                    if sf == 2 and sw == 2:
+                        size = 0
+                        for df, dw, ds, de in _fields(buf, ss, se):
+                            if df == 1 and dw == 0:
+                                size = _signed64(_varint(buf, ds, de)[0])
+                        if size != 1:
+                            dims_ok = False
+            elif fnum == 4 and wire == 2:
+                content = (s, e)
+            elif fnum in (5, 6):
+                width = 4 if fnum == 5 else 8
+                slots = vals.setdefault(fnum, [])
+                if wire == 2:  # packed: wire shape = len, then len/width values
+                    if (e - s) % width:
+                        raise _BadProto("packed fixed-width field has a partial value")
+                    slots.extend((0, p) for p in range(s, e, width))
+                elif wire == (5 if width == 4 else 1):
+                    slots.append((0, s))
+            elif fnum in (7, 10, 11, 13, 16, 17):
+                slots = vals.setdefault(fnum, [])
+                if wire == 2:  # packed varints
+                    i = s
+                    while i < e:
+                        v, i = _varint(buf, i, e)
+                        slots.append((1, v))
+                elif wire == 0:
+                    slots.append((1, _varint(buf, s, e)[0]))
+    spec = _DTYPES.get(dtype)
+    if spec is None or not dims_ok:
+        return None
+    fmt, post, vfield, venc = spec
+    unpack = _STRUCTS[fmt]
+    if content is not None and content[1] > content[0]:
+        s, e = content
+        if e - s != struct.calcsize(fmt):
+            return None
+        raw = unpack(buf, s)[0]
+        return (post(raw) if post is not None else raw), s, unpack, post  # type: ignore[return-value]
+    slots = vals.get(vfield, [])
+    if len(slots) > 1:
+        return None
+    if not slots:
+        return 0.0, -1, None, None
+    kind, x = slots[0]
+    if venc == "f32":
+        return _F32(buf, x)[0], x, _STRUCTS["<f"], None
+    if venc == "f64":
+        return _F64(buf, x)[0], x, _STRUCTS["<d"], None
+    assert callable(venc) and kind == 1
+    return venc(x), -1, None, None
+
+
+# ---------------------------------------------------------------------------
+# Slow path: a full walk of one Event
+# ---------------------------------------------------------------------------
+
+# One parsed Summary.Value: (tag, node_name, metadata plugin or None when the
+# value has no metadata, oneof field number or 0, simple value / tensor result).
+_ParsedValue = tuple[str, str, str | None, int, object]
+
+_EVENT_WHAT_OTHER = frozenset((3, 4, 6, 7, 8, 9))  # oneof "what" members besides summary
+_VALUE_ONEOF = frozenset((2, 3, 4, 5, 6, 8))
+
+
+def _parse_value(buf: bytes, s: int, e: int) -> _ParsedValue:
+    tag = ""
+    node = ""
+    plugin: str | None = None
+    kind = 0
+    simple_pos = -1
+    tensor_spans: list[tuple[int, int]] = []
+    for fnum, wire, fs, fe in _fields(buf, s, e):
+        if fnum == 1 and wire == 2:
+            tag = _utf8(buf, fs, fe)
+        elif fnum == 7 and wire == 2:
+            node = _utf8(buf, fs, fe)
+        elif fnum == 9 and wire == 2:
+            # SummaryMetadata { plugin_data 1 { plugin_name 1 } }; repeated
+            # occurrences merge, so the last plugin_name on the wire wins.
+            if plugin is None:
+                plugin = ""
+            for mf, mw, ms, me in _fields(buf, fs, fe):
+                if mf == 1 and mw == 2:
+                    for pf, pw, ps, pe in _fields(buf, ms, me):
+                        if pf == 1 and pw == 2:
+                            plugin = _utf8(buf, ps, pe)
+        elif fnum in _VALUE_ONEOF:
+            if fnum == 2:
+                if wire != 5:
+                    continue  # wrong wire type: protobuf keeps it as an unknown field
+                kind = 2
+                simple_pos = fs
+            elif wire == 2:
+                if fnum == 8:
+                    if kind != 8:
+                        tensor_spans = []
+                    tensor_spans.append((fs, fe))  # repeated message fields merge
+                kind = fnum
+    payload: object = None
+    if kind == 2:
+        payload = (_F32(buf, simple_pos)[0], simple_pos)
+    elif kind == 8:
+        payload = _tensor_scalar(buf, tensor_spans)
+    return tag, node, plugin, kind, payload
+
+
+def _parse_event(
+    buf: bytes, s: int, e: int
+) -> tuple[float, int, str | None, list[_ParsedValue], int]:
+    """Walk one Event. Returns (wall, step, file_version, values, template_q).
+
+    template_q is the offset where the summary field starts when the event has
+    exactly the shape the fast path handles (``09 wall [10 step] 2a summary``
+    and nothing else), else -1.
+    """
+    wall = 0.0
+    step = 0
+    file_version: str | None = None
+    summaries: list[tuple[int, int]] = []
+    layout: list[tuple[int, int]] = []  # (field number, key offset) of top-level fields
+    i = s
+    while i < e:
+        key_at = i
+        key, i = _varint(buf, i, e)
+        fnum = key >> 3
+        wire = key & 7
+        if fnum == 0:
+            raise _BadProto("field number 0")
+        layout.append((fnum, key_at if i == key_at + 1 else -1))
+        if fnum == 1 and wire == 1:
+            if i + 8 > e:
+                raise _BadProto("wall_time runs past end of record")
+            wall = _F64(buf, i)[0]
+            i += 8
+        elif fnum == 2 and wire == 0:
+            v, i = _varint(buf, i, e)
+            step = _signed64(v)
+        elif wire == 2 and (fnum == 5 or fnum in _EVENT_WHAT_OTHER):
+            n, i = _varint(buf, i, e)
+            j = i + n
+            if j > e:
+                raise _BadProto(f"field {fnum} runs past end of record")
+            if fnum == 5:
+                summaries.append((i, j))  # repeated occurrences merge: values concatenate
+            else:
+                summaries = []  # another member of the "what" oneof replaces the summary
+                if fnum == 3:
+                    file_version = buf[i:j].decode("utf-8", "replace")
+            i = j
+        else:
+            i = _skip(buf, i, e, wire, fnum)
+    values: list[_ParsedValue] = []
+    for ss, se in summaries:
+        for fnum, wire, vs, ve in _fields(buf, ss, se):
+            if fnum == 1 and wire == 2:
+                values.append(_parse_value(buf, vs, ve))
+    q = -1
+    shape = [f for f, _ in layout]
+    if (shape == [1, 5] or shape == [1, 2, 5]) and all(at >= 0 for _, at in layout):
+        if buf[s] == 0x09 and (shape == [1, 5] or buf[s + 9] == 0x10):
+            q = layout[-1][1]
+    return wall, step, file_version, values, q
+
+
+# ---------------------------------------------------------------------------
+# Scanner
+# ---------------------------------------------------------------------------
+
+# Templates are bounded so a file with a distinct tag in every record cannot
+# grow memory beyond the columns themselves by much.
+_MAX_TEMPLATES = 4096
+
+_Appenders = tuple[
+    Callable[[int], None], Callable[[float], None], Callable[[float], None], Callable[[int], None]
+]
+# A value slot in a template: offset relative to the summary start, unpack, post-conversion, columns.
+_Slot = tuple[int, Callable[[bytes, int], tuple[object, ...]], Callable[[object], float] | None, _Appenders]
+
+
+@dataclass(slots=True)
+class _Scanner:
+    buf: bytes
+    # tag -> (steps, wall_times, values, offsets) column lists
+    cols: dict[str, tuple[list[int], list[float], list[float], list[int]]] = field(default_factory=dict)
+    # First SummaryMetadata plugin name seen per tag ("" = metadata without a plugin).
+    plugin_of: dict[str, str] = field(default_factory=dict)
+    # Tensor scalars whose tag had no metadata yet: tag -> [(step, wall, value, offset)].
+    pending: dict[str, list[tuple[int, float, float, int]]] = field(default_factory=dict)
+    # summary bytes minus the trailing float -> columns: the common simple_value shape.
+    simple: dict[bytes, _Appenders] = field(default_factory=dict)
+    # summary length -> [(prefix length, {prefix bytes: (checks, slots)})]: any other
+    # fixed-width shape (tensor scalars, several values per event).
+    tmpl: dict[int, list[tuple[int, dict[bytes, tuple[tuple[tuple[int, bytes], ...], tuple[_Slot, ...]]]]]] = field(
+        default_factory=dict
+    )
+    n_templates: int = 0
+    skipped: int = 0
+    file_version: str | None = None
+    problems: list[EventFileProblem] = field(default_factory=list)
+
+    def columns(self, tag: str) -> tuple[list[int], list[float], list[float], list[int]]:
+        c = self.cols.get(tag)
+        if c is None:
+            c = self.cols[tag] = ([], [], [], [])
+        return c
+
+    def slow_record(self, s: int, e: int, offset: int, record: int) -> None:
+        """Fully decode one record, apply it, and memoise its shape if possible."""
+        buf = self.buf
+        try:
+            wall, step, fv, values, q = _parse_event(buf, s, e)
+        except (_BadProto, IndexError, struct.error) as exc:
+            self.problems.append(EventFileProblem("bad-proto", offset, record, f"record is not a valid Event: {exc}"))
+            return
+        # Apply: nothing below can raise, so a record is all-or-nothing.
+        if fv is not None:
+            self.file_version = fv
+        plugin_of = self.plugin_of
+        slots: list[tuple[int, Callable[[bytes, int], tuple[object, ...]], Callable[[object], float] | None, _Appenders]] = []
+        cacheable = q >= 0 and bool(values)
+        for tag, node, plugin, kind, payload in values:
+            if plugin is not None and tag not in plugin_of:
+                plugin_of[tag] = plugin  # EventAccumulator keeps only the first metadata per tag
+            if kind == 2:
+                value, vpos = payload  # type: ignore[misc]
+                c = self.columns(tag)
+                c[0].append(step)
+                c[1].append(wall)
+                c[2].append(value)
+                c[3].append(offset)
+                slots.append((vpos, _F32, None, (c[0].append, c[1].append, c[2].append, c[3].append)))
+            elif kind == 8 and payload is not None:
+                stag = tag or node
+                value, vpos, unpack, post = payload  # type: ignore[misc]
+                p = plugin_of.get(stag)
+                if p == "scalars":
+                    c = self.columns(stag)
+                    c[0].append(step)
+                    c[1].append(wall)
+                    c[2].append(value)
+                    c[3].append(offset)
+                    if vpos >= 0 and unpack is not None:
+                        slots.append((vpos, unpack, post, (c[0].append, c[1].append, c[2].append, c[3].append)))
+                    else:
+                        cacheable = False
+                elif p is None:
+                    self.pending.setdefault(stag, []).append((step, wall, value, offset))
+                    cacheable = False
+                else:
+                    self.skipped += 1
+                    cacheable = False
+            else:
+                self.skipped += 1
+                cacheable = False
+        if cacheable and self.n_templates < _MAX_TEMPLATES and len(slots) == len(values):
+            self._memoise(q, e, slots)
+
+    def _memoise(self, q: int, e: int, slots: list[_Slot]) -> None:
+        buf = self.buf
+        self.n_templates += 1
+        if len(slots) == 1:
+            vpos, unpack, post, app = slots[0]
+            if vpos == e - 4 and unpack is _F32 and post is None:
+                self.simple[buf[q : e - 4]] = app
+                return
+        # Generic shape: fixed bytes between/after the value slots must match.
+        widths = []
+        for vpos, unpack, _post, _app in slots:
+            widths.append(4 if unpack is _F32 else struct.calcsize(_fmt_of(unpack)))
+        checks: list[tuple[int, bytes]] = []
+        for k, (vpos, _u, _p, _a) in enumerate(slots):
+            seg_start = vpos + widths[k]
+            seg_end = slots[k + 1][0] if k + 1 < len(slots) else e
+            if seg_end < seg_start:
+                return  # overlapping slots (merged tensors reusing bytes): do not memoise
+            if seg_end > seg_start:
+                checks.append((seg_start - q, buf[seg_start:seg_end]))
+        first = slots[0][0]
+        rel_slots = tuple((vpos - q, u, p, a) for vpos, u, p, a in slots)
+        groups = self.tmpl.setdefault(e - q, [])
+        plen = first - q
+        for gplen, d in groups:
+            if gplen == plen:
+                d[buf[q:first]] = (tuple(checks), rel_slots)
+                return
+        groups.append((plen, {buf[q:first]: (tuple(checks), rel_slots)}))
+
+    def finish(self) -> dict[str, ScalarSeries]:
+        reorder = False
+        for tag, points in self.pending.items():
+            if self.plugin_of.get(tag) != "scalars":
+                self.skipped += len(points)
+                continue
+            # Metadata arrived after these tensors: merge them back in file order.
+            reorder = True
+            c = self.columns(tag)
+            merged = sorted(
+                list(zip(c[0], c[1], c[2], c[3])) + [(s, w, v, o) for s, w, v, o in points],
+                key=lambda r: r[3],
+            )
+            self.cols[tag] = (
+                [r[0] for r in merged],
+                [r[1] for r in merged],
+                [r[2] for r in merged],
+                [r[3] for r in merged],
+            )
+        items = list(self.cols.items())
+        if reorder:
+            items.sort(key=lambda kv: kv[1][3][0])
+        return {
+            tag: ScalarSeries(tag, tuple(c[0]), tuple(c[1]), tuple(c[2]), tuple(c[3])) for tag, c in items
+        }
+
+
+_FMT_BY_UNPACK = {v: k for k, v in _STRUCTS.items()}
+
+
+def _fmt_of(unpack: Callable[[bytes, int], tuple[object, ...]]) -> str:
+    return _FMT_BY_UNPACK[unpack]
+
+
+def scan_event_bytes(data: bytes, *, path: str = "<bytes>", verify_crc: bool = False) -> EventFileScan:
+    """Scan an in-memory event file. See the module docstring for semantics."""
+    buf = bytes(data)
+    crc_fn, crc_name = _crc()
+    sc = _Scanner(buf)
+    problems = sc.problems
+    simple_get = sc.simple.get
+    tmpl_get = sc.tmpl.get
+    slow = sc.slow_record
+    qi = _QI
+    f64 = _F64
+    f32 = _F32
+    u32 = _U32
+    mask = _mask
+    lcrc_cache: dict[int, int] = {}  # length -> expected masked CRC of its 8 bytes
+    size = len(buf)
+    pos = 0
+    rec = 0
+    while pos < size:
+        # Framing: uint64 length | uint32 masked crc(length) | data | uint32 masked crc(data)
+        if size - pos < 12:
+            problems.append(
+                EventFileProblem("truncated", pos, rec, f"record header cut off: {size - pos} of 12 bytes present")
+            )
+            break
+        n, lcrc = qi(buf, pos)
+        want = lcrc_cache.get(n)
+        if want is None:
+            want = mask(crc_fn(buf[pos : pos + 8]))
+            if len(lcrc_cache) < 65536:
+                lcrc_cache[n] = want
+        if want != lcrc:
+            problems.append(
+                EventFileProblem(
+                    "bad-length-crc", pos, rec, f"length field ({n}) fails its CRC; framing lost, stopped here"
+                )
+            )
+            break
+        s = pos + 12
+        e = s + n
+        if e + 4 > size:
+            problems.append(
+                EventFileProblem(
+                    "truncated",
+                    pos,
+                    rec,
+                    f"record declares {n} data bytes + 4 CRC bytes but only {size - s} remain",
+                )
+            )
+            break
+        if verify_crc and mask(crc_fn(buf[s:e])) != u32(buf, e)[0]:
+            problems.append(EventFileProblem("bad-data-crc", pos, rec, "record data fails its CRC; stopped here"))
+            break
+
+        # Fast path: 09 <wall f64> [10 <step varint>] <summary bytes seen before>
+        if n > 9 and buf[s] == 0x09:
+            wall = f64(buf, s + 1)[0]
+            q = s + 9
+            step = 0
+            if buf[q] == 0x10:
+                # Inline varint: steps are usually 1-3 bytes. A malformed or
+                # over-long one leaves q past e, so no template can match.
+                j = q + 1
+                sh = 0
+                while j < e:
+                    b = buf[j]
+                    j += 1
+                    step |= (b & 0x7F) << sh
+                    if b < 0x80:
+                        break
+                    sh += 7
+                else:
+                    j = e + 1
+                q = j if sh <= 63 else e + 1
+                if step > 0x7FFFFFFFFFFFFFFF:
+                    step &= _MASK64
+                    if step & _SIGN64:
+                        step -= 1 << 64
+            app = simple_get(buf[q : e - 4])
+            if app is not None:
+                app[0](step)
+                app[1](wall)
+                app[2](f32(buf, e - 4)[0])
+                app[3](pos)
+                rec += 1
+                pos = e + 4
+                continue
+            groups = tmpl_get(e - q)
+            if groups is not None:
+                hit = False
+                for plen, d in groups:
+                    ent = d.get(buf[q : q + plen])
+                    if ent is None:
+                        continue
+                    checks, slots = ent
+                    for rs, seg in checks:
+                        if not buf.startswith(seg, q + rs):
+                            break
+                    else:
+                        for rp, unpack, post, app in slots:
+                            v = unpack(buf, q + rp)[0]
+                            app[0](step)
+                            app[1](wall)
+                            app[2](post(v) if post is not None else v)
+                            app[3](pos)
+                        hit = True
+                        break
+                if hit:
+                    rec += 1
+                    pos = e + 4
+                    continue
+        slow(s, e, pos, rec)
+        rec += 1
+        pos = e + 4
+    scalars = sc.finish()
+    return EventFileScan(
+        path=path,
+        records=rec,
+        scalars=scalars,
+        problems=tuple(problems),
+        crc_checked=verify_crc,
+        crc_impl=crc_name if verify_crc else "none",
+        skipped_values=sc.skipped,
+        file_version=sc.file_version,
+        end_offset=pos,
+    )
+
+
+def read_event_file(path: str | os.PathLike[str], *, verify_crc: bool = False) -> EventFileScan:
+    """Read one TensorBoard event file. Only OSError propagates.
+
+    verify_crc=True checks every record's data CRC (C speed with google-crc32c or
+    crc32c installed; ``crc_impl`` says which); length CRCs are always checked.
+    """
+    name = os.fsdecode(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    return scan_event_bytes(data, path=name, verify_crc=verify_crc)
+
+
+# ---------------------------------------------------------------------------
+# Writing (fixtures, benchmarks): the minimal encoder for scalar events
+# ---------------------------------------------------------------------------
+
+
+def _enc_varint(v: int) -> bytes:
+    v &= _MASK64  # negative int64 -> 10-byte two's complement, as protobuf does
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _enc_len(fnum: int, payload: bytes) -> bytes:
+    return _enc_varint(fnum << 3 | 2) + _enc_varint(len(payload)) + payload
+
+
+def _enc_header(wall_time: float, step: int) -> bytes:
+    # proto3 omits default (zero) scalars, so do we: output matches SerializeToString().
+    out = b""
+    if wall_time != 0.0 or struct.pack("<d", wall_time) != bytes(8):
+        out += b"\x09" + struct.pack("<d", wall_time)
+    if step:
+        out += b"\x10" + _enc_varint(step)
+    return out
+
+
+def encode_scalar_event(tag: str, step: int, value: float, wall_time: float) -> bytes:
+    """Serialise Event{wall_time, step, summary{value{tag, simple_value}}}."""
+    val = _enc_len(1, tag.encode("utf-8")) if tag else b""
+    val += b"\x15" + struct.pack("<f", value)
+    return _enc_header(wall_time, step) + _enc_len(5, _enc_len(1, val))
+
+
+def encode_file_version_event(wall_time: float, version: str = "brain.Event:2") -> bytes:
+    """Serialise the Event{wall_time, file_version} that starts every event file."""
+    return _enc_header(wall_time, 0) + _enc_len(3, version.encode("utf-8"))
+
+
+def frame_record(data: bytes) -> bytes:
+    """Wrap one serialised Event in TFRecord framing."""
+    header = struct.pack("<Q", len(data))
+    return (
+        header
+        + struct.pack("<I", masked_crc32c(header))
+        + data
+        + struct.pack("<I", masked_crc32c(data))
+    )
