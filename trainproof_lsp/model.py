@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from enum import Enum
 from typing import Any, Mapping
 
@@ -92,9 +93,13 @@ EPOCH = "epoch"
 SERIES_NAMES = (LOSS, EVAL_LOSS, LR, GRAD_NORM, STEP_TIME, DATA_TIME, THROUGHPUT, EPOCH)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Series:
-    """One metric over steps. Parallel tuples; `records[i]` indexes `Run.record_spans`."""
+    """One metric over steps. Parallel tuples; `records[i]` indexes `Run.record_spans`.
+
+    Not slotted: `finite()` is cached on the instance, because a dozen rules ask for it
+    and a 200k-point series should be filtered once, not a dozen times.
+    """
 
     name: str
     source_name: str  # the column / key / tag it was read from, e.g. "train/loss"
@@ -105,11 +110,19 @@ class Series:
     def __len__(self) -> int:
         return len(self.values)
 
-    def finite(self) -> "Series":
-        """The same series without NaN/Inf points."""
-        keep = [i for i, v in enumerate(self.values) if math.isfinite(v)]
-        if len(keep) == len(self.values):
+    @cached_property
+    def all_finite(self) -> bool:
+        # sum() runs in C; NaN/Inf poison it. A finite sum proves every value finite; an
+        # infinite one can also be overflow, so that case is checked value by value.
+        if math.isfinite(sum(self.values)):
+            return True
+        return all(map(math.isfinite, self.values))
+
+    @cached_property
+    def _finite(self) -> "Series":
+        if self.all_finite:
             return self
+        keep = [i for i, v in enumerate(self.values) if math.isfinite(v)]
         return Series(
             self.name,
             self.source_name,
@@ -117,6 +130,10 @@ class Series:
             tuple(self.values[i] for i in keep),
             tuple(self.records[i] for i in keep),
         )
+
+    def finite(self) -> "Series":
+        """The same series without NaN/Inf points."""
+        return self._finite
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,6 +189,9 @@ class Run:
     # Problems the reader met but could read past (a bad row, a duplicate step...):
     # (record index, message).
     notes: tuple[tuple[int, str], ...] = ()
+    # Derived values rules share while judging this run (e.g. one spike scan for the two
+    # spike rules). Not part of the run's identity.
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def get(self, name: str) -> Series | None:
         s = self.series.get(name)

@@ -72,9 +72,9 @@ the same, and say so instead of staying silent:
   record, skip it, and continue with the next one.
 
 A file that is not an event file at all yields one problem at offset 0 / record
-0 (``truncated`` when the first 8 bytes, read as a length, point past the end,
-which is what almost any foreign file does; otherwise ``bad-length-crc``) and no
-records. An empty file is a clean scan with ``records == 0``. Only ``OSError``
+0 and no records: ``truncated`` when it is shorter than a 12-byte record header,
+otherwise ``bad-length-crc`` (the length CRC is checked first, as TensorBoard
+does, and foreign bytes fail it with probability 1 - 2**-32). An empty file is a clean scan with ``records == 0``. Only ``OSError``
 from opening/reading the file propagates.
 
 The file is read into memory in one piece (memory = file size): mmap would save
@@ -249,10 +249,13 @@ class _BadProto(Exception):
     """Payload is not a valid protobuf message; caught per record."""
 
 
-_F32 = struct.Struct("<f").unpack_from
-_F64 = struct.Struct("<d").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _QI = struct.Struct("<QI").unpack_from
+# Record header plus the first 14 data bytes: length, length CRC, first key byte,
+# wall_time, next key byte, and 4 raw bytes that hold the step varint (when present).
+_HEAD_STRUCT = struct.Struct("<QIBdBI")
+_HEAD = _HEAD_STRUCT.unpack_from
+_HEAD_SIZE = _HEAD_STRUCT.size
 
 
 def _varint(buf: bytes, i: int, end: int) -> tuple[int, int]:
@@ -277,6 +280,22 @@ def _varint(buf: bytes, i: int, end: int) -> tuple[int, int]:
             # Protobuf keeps the low 64 bits of an over-long 10th byte.
             return result & _MASK64, i
         shift += 7
+
+
+def _fast_varint(buf: bytes, i: int, end: int) -> tuple[int, int]:
+    """Fast-path step varint of 4+ bytes, as int64; on any malformation return a
+    position past `end` so the caller's template lookup cannot match."""
+    result = 0
+    shift = 0
+    while i < end and shift <= 63:
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            result &= _MASK64
+            return (result - (1 << 64) if result & _SIGN64 else result), i
+        shift += 7
+    return 0, end + 1
 
 
 def _signed64(v: int) -> int:
@@ -395,9 +414,12 @@ _DTYPES: dict[int, tuple[str, Callable[[object], float] | None, int, str | _VarC
     22: ("<I", float, 16, _wrap(32, False)),  # DT_UINT32: uint32_val
     23: ("<Q", float, 17, _wrap(64, False)),  # DT_UINT64: uint64_val
 }
+# One bound unpack_from per format, shared so templates can compare them by identity.
 _STRUCTS: dict[str, Callable[[bytes, int], tuple[object, ...]]] = {
     fmt: struct.Struct(fmt).unpack_from for fmt, *_ in _DTYPES.values()
 }
+_F32 = _STRUCTS["<f"]
+_F64 = _STRUCTS["<d"]
 
 # A decoded tensor scalar: (value, fixed_pos, unpack_from, converter). fixed_pos is
 # the absolute offset of the value's bytes when they sit at a fixed-width spot
@@ -691,9 +713,7 @@ class _Scanner:
                 self.simple[buf[q : e - 4]] = app
                 return
         # Generic shape: fixed bytes between/after the value slots must match.
-        widths = []
-        for vpos, unpack, _post, _app in slots:
-            widths.append(4 if unpack is _F32 else struct.calcsize(_fmt_of(unpack)))
+        widths = [struct.calcsize(_fmt_of(unpack)) for _vpos, unpack, _post, _app in slots]
         checks: list[tuple[int, bytes]] = []
         for k, (vpos, _u, _p, _a) in enumerate(slots):
             seg_start = vpos + widths[k]
@@ -752,38 +772,48 @@ def scan_event_bytes(data: bytes, *, path: str = "<bytes>", verify_crc: bool = F
     crc_fn, crc_name = _crc()
     sc = _Scanner(buf)
     problems = sc.problems
+    # Everything the loop touches is bound to a local: globals and attribute
+    # lookups cost more than the work they guard.
     simple_get = sc.simple.get
     tmpl_get = sc.tmpl.get
     slow = sc.slow_record
+    head = _HEAD
     qi = _QI
-    f64 = _F64
     f32 = _F32
     u32 = _U32
     mask = _mask
     lcrc_cache: dict[int, int] = {}  # length -> expected masked CRC of its 8 bytes
+    lcrc_get = lcrc_cache.get
     size = len(buf)
+    head_limit = size - _HEAD_SIZE  # records starting at or before this can be read by _HEAD
     pos = 0
     rec = 0
     while pos < size:
-        # Framing: uint64 length | uint32 masked crc(length) | data | uint32 masked crc(data)
-        if size - pos < 12:
+        # Framing: uint64 length | uint32 masked crc(length) | data | uint32 masked crc(data),
+        # read together with the first 14 data bytes, which in nearly every event
+        # are 09 <wall_time f64> 10 <step varint...>.
+        if pos <= head_limit:
+            n, lcrc, b0, wall, b9, x = head(buf, pos)
+        elif size - pos >= 12:
+            n, lcrc = qi(buf, pos)
+            b0 = b9 = x = -1  # too near the end to peek: the slow path decodes it
+            wall = 0.0
+        else:
             problems.append(
                 EventFileProblem("truncated", pos, rec, f"record header cut off: {size - pos} of 12 bytes present")
             )
             break
-        n, lcrc = qi(buf, pos)
-        want = lcrc_cache.get(n)
-        if want is None:
+        if lcrc_get(n) != lcrc:
             want = mask(crc_fn(buf[pos : pos + 8]))
+            if want != lcrc:
+                problems.append(
+                    EventFileProblem(
+                        "bad-length-crc", pos, rec, f"length field ({n}) fails its CRC; framing lost, stopped here"
+                    )
+                )
+                break
             if len(lcrc_cache) < 65536:
                 lcrc_cache[n] = want
-        if want != lcrc:
-            problems.append(
-                EventFileProblem(
-                    "bad-length-crc", pos, rec, f"length field ({n}) fails its CRC; framing lost, stopped here"
-                )
-            )
-            break
         s = pos + 12
         e = s + n
         if e + 4 > size:
@@ -796,40 +826,39 @@ def scan_event_bytes(data: bytes, *, path: str = "<bytes>", verify_crc: bool = F
                 )
             )
             break
-        if verify_crc and mask(crc_fn(buf[s:e])) != u32(buf, e)[0]:
-            problems.append(EventFileProblem("bad-data-crc", pos, rec, "record data fails its CRC; stopped here"))
-            break
+        if verify_crc:
+            c = crc_fn(buf[s:e])
+            if (((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8 & 0xFFFFFFFF != u32(buf, e)[0]:
+                problems.append(EventFileProblem("bad-data-crc", pos, rec, "record data fails its CRC; stopped here"))
+                break
 
-        # Fast path: 09 <wall f64> [10 <step varint>] <summary bytes seen before>
-        if n > 9 and buf[s] == 0x09:
-            wall = f64(buf, s + 1)[0]
-            q = s + 9
-            step = 0
-            if buf[q] == 0x10:
-                # Inline varint: steps are usually 1-3 bytes. A malformed or
-                # over-long one leaves q past e, so no template can match.
-                j = q + 1
-                sh = 0
-                while j < e:
-                    b = buf[j]
-                    j += 1
-                    step |= (b & 0x7F) << sh
-                    if b < 0x80:
-                        break
-                    sh += 7
+        # Fast path. Wire shape: 09 <wall f64> [10 <step varint>] <summary bytes seen before>
+        if b0 == 0x09 and n > 9:
+            if b9 == 0x10:
+                # Step varint from the 4 bytes after its key, unrolled for the usual
+                # 1-3 bytes. If it runs past the record, q ends past e, where no
+                # template can match and the slow path takes over.
+                if not x & 0x80:
+                    step = x & 0x7F
+                    q = s + 11
+                elif not x & 0x8000:
+                    step = x & 0x7F | x >> 1 & 0x3F80
+                    q = s + 12
+                elif not x & 0x800000:
+                    step = x & 0x7F | x >> 1 & 0x3F80 | x >> 2 & 0x1FC000
+                    q = s + 13
                 else:
-                    j = e + 1
-                q = j if sh <= 63 else e + 1
-                if step > 0x7FFFFFFFFFFFFFFF:
-                    step &= _MASK64
-                    if step & _SIGN64:
-                        step -= 1 << 64
+                    step, q = _fast_varint(buf, s + 10, e)
+            else:
+                step = 0
+                q = s + 9
             app = simple_get(buf[q : e - 4])
             if app is not None:
-                app[0](step)
-                app[1](wall)
-                app[2](f32(buf, e - 4)[0])
-                app[3](pos)
+                sa, wa, va, oa = app
+                sa(step)
+                wa(wall)
+                va(f32(buf, e - 4)[0])
+                oa(pos)
                 rec += 1
                 pos = e + 4
                 continue
@@ -845,12 +874,12 @@ def scan_event_bytes(data: bytes, *, path: str = "<bytes>", verify_crc: bool = F
                         if not buf.startswith(seg, q + rs):
                             break
                     else:
-                        for rp, unpack, post, app in slots:
+                        for rp, unpack, post, (sa, wa, va, oa) in slots:
                             v = unpack(buf, q + rp)[0]
-                            app[0](step)
-                            app[1](wall)
-                            app[2](post(v) if post is not None else v)
-                            app[3](pos)
+                            sa(step)
+                            wa(wall)
+                            va(post(v) if post is not None else v)
+                            oa(pos)
                         hit = True
                         break
                 if hit:

@@ -67,6 +67,11 @@ class Columns:
         self.values: dict[str, list[float]] = {}
         self.records: dict[str, list[int]] = {}
         self.source: dict[str, str] = {}
+        self.ready: dict[str, Series] = {}
+
+    def put(self, series: Series) -> None:
+        """A series built elsewhere (already columnar)."""
+        self.ready[series.name] = series
 
     def add(self, name: str, source: str, step: int, value: float, record: int) -> None:
         if name not in self.steps:
@@ -76,9 +81,20 @@ class Columns:
         self.values[name].append(value)
         self.records[name].append(record)
 
+    def extend(self, name: str, source: str, steps: list[int], values: list[float],
+               records: list[int]) -> None:
+        if name not in self.steps:
+            self.steps[name], self.values[name], self.records[name] = [], [], []
+            self.source[name] = source
+        self.steps[name].extend(steps)
+        self.values[name].extend(values)
+        self.records[name].extend(records)
+
     def series(self) -> dict[str, Series]:
-        return {
+        out = {
             name: Series(name, self.source[name], tuple(self.steps[name]),
                          tuple(self.values[name]), tuple(self.records[name]))
             for name in self.steps
         }
+        out.update(self.ready)
+        return out

@@ -7,6 +7,8 @@ decoder, the positions from here.
 from __future__ import annotations
 
 import re
+from itertools import accumulate, repeat
+from operator import add
 
 # A JSON string (with escapes) or a structural bracket. Everything else between
 # brackets is skipped by the regex engine in C.
@@ -25,49 +27,57 @@ def array_start(data: bytes, key: bytes | None) -> int:
     return m.end() - 1 if m else -1
 
 
-def element_ranges(data: bytes, open_pos: int, count: int) -> tuple[list[int], list[int]] | None:
-    """[start, end) byte offsets of the first `count` object elements of the array at
-    `open_pos`. Tries the layout `json.dump(indent=N)` writes first (each element's
-    braces alone on their lines at one indentation — HF's trainer_state.json), and
-    falls back to a token scan for any other layout. None if the array does not hold
-    `count` objects."""
-    fast = _indented_ranges(data, open_pos, count)
-    if fast is not None:
-        return fast
-    return _scanned_ranges(data, open_pos, count)
+def indented_spans(data: bytes, open_pos: int, count: int) -> tuple[list[int], list[int], int] | None:
+    """Start and end line of each of the `count` object elements of the array at `open_pos`, for
+    the layout `json.dump(indent=N)` writes (HF's trainer_state.json), and the
+    elements' indentation. Each element then spans from its start line (the `{`) to
+    start + (newlines inside) + 1 (the `}`), at column `indent`. None for any other
+    layout: the caller falls back to `element_ranges`.
 
-
-def _indented_ranges(data: bytes, open_pos: int, count: int) -> tuple[list[int], list[int]] | None:
-    # Shape: `[\n<indent>{\n ... \n<indent>},\n<indent>{ ... \n<indent>}\n<outer>]`
+    Shape: `[\n<ind>{\n ... \n<ind>},\n<ind>{\n ... \n<ind>}\n<outer>]`
+    Splitting on the separator `\n<ind>},\n<ind>{` walks 200k elements in C.
+    """
     nl = data.find(b"\n", open_pos)
-    if nl == -1 or data[open_pos + 1 : nl].strip():
+    if count == 0 or nl == -1 or data[open_pos + 1 : nl].strip():
         return None
     first = nl + 1
-    indent_end = first
-    while indent_end < len(data) and data[indent_end] in b" \t":
-        indent_end += 1
-    if indent_end >= len(data) or data[indent_end] != 0x7B:  # '{'
-        return None if count else ([], [])
-    indent = data[first:indent_end]
-    opener = b"\n" + indent + b"{"
+    brace = first
+    while brace < len(data) and data[brace] in b" \t":
+        brace += 1
+    if brace >= len(data) or data[brace] != 0x7B:  # '{'
+        return None
+    indent = data[first:brace]
     closer = b"\n" + indent + b"}"
-    starts: list[int] = []
-    ends: list[int] = []
-    find = data.find
-    pos = first - 1  # the '\n' before the first element
-    for _ in range(count):
-        if find(opener, pos, pos + len(opener)) != pos:
-            return None
-        start = pos + 1 + len(indent)
-        close = find(closer, start)
-        if close == -1:
-            return None
-        end = close + len(closer)
-        starts.append(start)
-        ends.append(end)
-        # Between elements only ",": the next element's "\n<indent>{" follows at once.
-        pos = end + 1 if data[end : end + 1] == b"," else end
-    return starts, ends
+    sep = closer + b",\n" + indent + b"{"
+    # Split the whole buffer (no 36 MB slice copy); piece 0 then also holds the header.
+    pieces = data.split(sep, count - 1)
+    if len(pieces) != count:
+        return None
+    last_end = pieces[-1].find(closer)
+    if last_end == -1:
+        return None
+    pieces[-1] = pieces[-1][:last_end]
+    # The first separator must come after this array's first `{` (no same-shaped array
+    # earlier in the file). Inside an indent-dumped element a line holding only the
+    # element's own indentation and `}` can only be its closing brace (nested values
+    # sit deeper, strings hold no raw newlines), so the pieces are exactly the elements.
+    if len(pieces[0]) <= brace:
+        return None
+    first_line = data.count(b"\n", 0, brace)
+    inner = list(map(bytes.count, pieces, repeat(b"\n")))
+    inner[0] -= first_line
+    # Element k+1 starts 2 lines after element k's body ends: its `}` line, then its
+    # own `{` line. Its `}` sits on the line after its body. (All in C iterators.)
+    starts = list(accumulate(map(add, inner[:-1], repeat(2)), initial=first_line))
+    ends = list(map(add, starts, map(add, inner, repeat(1))))
+    return starts, ends, len(indent)
+
+
+def element_ranges(data: bytes, open_pos: int, count: int) -> tuple[list[int], list[int]] | None:
+    """[start, end) byte offsets of the first `count` object elements of the array at
+    `open_pos`, by a token scan (any layout). None if the array does not hold `count`
+    objects."""
+    return _scanned_ranges(data, open_pos, count)
 
 
 def _scanned_ranges(data: bytes, open_pos: int, count: int) -> tuple[list[int], list[int]] | None:

@@ -21,7 +21,7 @@ def window_for(n: int, *, divisor: int, lo: int, hi: int) -> int:
 
 
 def rolling_levels(
-    values: Sequence[float], window: int, *, max_windows: int = 4000, head: bool = True
+    values: Sequence[float], window: int, *, max_windows: int = 1000, head: bool = True
 ) -> list[tuple[int, float]]:
     """(index of the window's last point, median of the window) along the series.
 
@@ -44,8 +44,13 @@ def rolling_levels(
     return out
 
 
-def bucket_medians(values: Sequence[float], buckets: int) -> list[float]:
-    """Medians of `buckets` consecutive chunks (the series itself when it is short)."""
+def bucket_medians(values: Sequence[float], buckets: int, *, per_bucket: int = 64) -> list[float]:
+    """Medians of `buckets` consecutive chunks (the series itself when it is short).
+
+    Each chunk's median is taken over at most `per_bucket` evenly strided points: the
+    trend test needs the chunk's level, not its exact median, and a 200k-point log then
+    costs 120 small sorts instead of 120 sorts of 1,700.
+    """
     n = len(values)
     if n <= buckets:
         return list(values)
@@ -53,11 +58,12 @@ def bucket_medians(values: Sequence[float], buckets: int) -> list[float]:
     for b in range(buckets):
         lo = b * n // buckets
         hi = (b + 1) * n // buckets
-        out.append(median(values[lo:hi]))
+        stride = max(1, (hi - lo) // per_bucket)
+        out.append(median(values[lo:hi:stride]))
     return out
 
 
-def mann_kendall_z(values: Sequence[float], *, max_points: int = 200) -> float:
+def mann_kendall_z(values: Sequence[float], *, max_points: int = 120) -> float:
     """Mann-Kendall trend statistic as a z score: negative = falling, |z| > 2 ~ 95%.
 
     Long series are reduced to `max_points` chunk medians first (the test is O(n^2)).

@@ -20,7 +20,7 @@ What it does not mean: nothing about a schedule that merely ends at zero.
 
 def check_zero_lr(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
     lr = need(run, LR, 2, "learning rate")
-    if all(v == 0.0 for v in lr.values):
+    if lr.values.count(0.0) == len(lr):
         yield Hit(
             message=f"learning rate is 0 at all {len(lr)} logged steps ({lr.steps[0]}-{lr.steps[-1]})",
             evidence={"points": len(lr), "first_step": lr.steps[0], "last_step": lr.steps[-1]},
@@ -47,13 +47,21 @@ What it flags: more than `max_zero_fraction` of the logged learning rates are ex
 (but not all of them).
 Why it matters: those steps train nothing — often a warmup or restart misconfigured, or
 a scheduler that reached zero early.
-What it does not mean: a schedule that decays to zero at its last step (one point).
+What it does not mean: a schedule that starts its warm-up at zero or decays to zero at
+its last step: a lone zero at the first or last logged step is not counted.
 """
 
 
 def check_zero_lr_partial(run: Run, limits: PartialLimits, ctx: Context) -> Iterator[Hit]:
     lr = need(run, LR, 2, "learning rate")
-    zeros = [i for i, v in enumerate(lr.values) if v == 0.0]
+    values, n = lr.values, len(lr)
+    # A schedule's ends are one point each however short the log: HF logs lr 0 at the
+    # first step of a warm-up, and a linear decay reaches 0 at the last step. A lone zero
+    # there is the schedule, not a stretch, so it is not counted.
+    lone = {i for i, nb in ((0, 1), (n - 1, n - 2)) if values[i] == 0.0 and values[nb] != 0.0}
+    if values.count(0.0) - len(lone) <= limits.max_zero_fraction * n:
+        return
+    zeros = [i for i, v in enumerate(values) if v == 0.0 and i not in lone]
     fraction = len(zeros) / len(lr)
     if zeros and len(zeros) < len(lr) and fraction > limits.max_zero_fraction:
         first = zeros[0]

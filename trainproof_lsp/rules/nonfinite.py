@@ -23,6 +23,8 @@ fp16 overflow without loss scaling, a log of zero, or a bad batch.
 def check_nan_loss(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
     loss = run.get(LOSS)
     assert loss is not None
+    if loss.all_finite:
+        return
     bad = [i for i, v in enumerate(loss.values) if not math.isfinite(v)]
     if not bad:
         return
@@ -86,6 +88,8 @@ def _grad_streaks(run: Run) -> tuple[list[tuple[int, int]], list[float]]:
     grad = run.get(GRAD_NORM)
     if grad is None:
         raise Skip("no gradient norm in the log")
+    if grad.all_finite:
+        return [], list(grad.values)
     flags = [not math.isfinite(v) for v in grad.values]
     return _streaks(flags), list(grad.values)
 

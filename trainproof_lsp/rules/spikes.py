@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress, count, repeat
+from operator import ge, gt, mul
 from typing import Iterator
 
 from ..model import GRAD_NORM, LOSS, Hit, Level, Related, Run
@@ -30,9 +32,17 @@ class GradLimits:
 
 def check_grad_spike(run: Run, limits: GradLimits, ctx: Context) -> Iterator[Hit]:
     grad = need(run, GRAD_NORM, limits.min_points, "gradient norm")
-    med = median(grad.values)
+    values = grad.values
+    # Exact shortcut without sorting 200k points: if at least half the values reach
+    # max/ratio, the median does too, so nothing can exceed ratio x median.
+    top = max(values)
+    if top > 0 and 2 * sum(map(ge, values, repeat(top / limits.max_ratio))) > len(values):
+        return
+    med = median(values)
     if med <= 0:
         raise Skip("median gradient norm is 0: no scale to measure a spike against")
+    if top <= limits.max_ratio * med:
+        return
     spikes = [i for i, v in enumerate(grad.values) if v > limits.max_ratio * med]
     if not spikes:
         return
@@ -62,11 +72,14 @@ GRAD_SPIKE_RULE = Rule(
 
 @dataclass(frozen=True, kw_only=True)
 class LossLimits:
-    before: int = 5  # the level before a spike is the median of this many points
+    before: int = 10  # the level before a spike is the median of this many points
     min_before: int = 3  # ...and needs at least this many, or there is no "before"
     # A loss that doubles in one logging interval is not noise: batch-to-batch noise of
     # a healthy run is a few tens of percent.
     spike_ratio: float = 2.0
+    # ...and 1.5x the highest of those points: a value that noise already reached in the
+    # last `before` points is not a spike, however low the median is.
+    above_max: float = 1.5
     # Recovered = the median of the points after the spike returns within 1.2x of the
     # level before it, within this many logged points.
     recover_within: int = 10
@@ -76,7 +89,7 @@ class LossLimits:
 LOSS_DOC = """A loss spike that the run recovered from.
 
 What it flags: a logged loss more than `spike_ratio` times the median of the `before`
-points preceding it, after which the loss returns within `recover_ratio` of that level
+points preceding it (and `above_max` times their maximum), after which the loss returns within `recover_ratio` of that level
 within `recover_within` points (or the spike is at the end of the log, recovery unknown).
 Why it matters: recovered spikes cost steps and hint at instability (learning rate at the
 edge, bad batches); several of them are worth a look.
@@ -87,7 +100,7 @@ TP-LOSS-SPIKE-UNRECOVERED.
 UNRECOVERED_DOC = """A loss spike that the run never recovered from.
 
 What it flags: a logged loss more than `spike_ratio` times the median of the `before`
-points preceding it, after which the loss does not come back within `recover_ratio` of
+points preceding it (and `above_max` times their maximum), after which the loss does not come back within `recover_ratio` of
 that level in the next `recover_within` points.
 Why it matters: the run jumped to a worse regime and stayed there — the weights were
 damaged (too high a learning rate, an overflow, a poisoned batch).
@@ -101,10 +114,21 @@ def _loss_spikes(run: Run, limits: LossLimits) -> Iterator[tuple[int, float, flo
     loss = need(run, LOSS, limits.min_before + 1, "loss")
     v = loss.values
     n = len(v)
+    # Cheap necessary condition first, in C (a spike exceeds above_max x the previous
+    # point, which is <= the window's max), so a 200k-point log computes medians only
+    # around real jumps.
+    jumps = list(compress(count(1), map(gt, v[1:], map(mul, v, repeat(limits.above_max)))))
+    k = 0
     i = limits.min_before
-    while i < n:
-        before = median(v[max(0, i - limits.before) : i])
-        if before > 0 and v[i] > limits.spike_ratio * before:
+    while k < len(jumps):
+        if jumps[k] < i:
+            k += 1
+            continue
+        i = jumps[k]
+        k += 1
+        window = v[max(0, i - limits.before) : i]
+        before = median(window)
+        if before > 0 and v[i] > limits.spike_ratio * before and v[i] > limits.above_max * max(window):
             after = v[i + 1 : i + 1 + limits.recover_within]
             if not after:
                 yield i, before, v[i], None
@@ -118,14 +142,19 @@ def _loss_spikes(run: Run, limits: LossLimits) -> Iterator[tuple[int, float, flo
             i += 1
             while i < n and v[i] > limits.recover_ratio * before:
                 i += 1
-        i += 1
+        else:
+            i += 1
 
 
 def _spike_hits(run: Run, limits: LossLimits, want_recovered: bool) -> Iterator[Hit]:
     loss = run.get(LOSS)
     assert loss is not None
     loss = loss.finite()
-    found = [s for s in _loss_spikes(run, limits) if (s[3] is not False) == want_recovered]
+    # Both spike rules share one scan of the series (memoised on the run).
+    key = ("loss-spikes", limits)
+    if key not in run.memo:
+        run.memo[key] = list(_loss_spikes(run, limits))
+    found = [s for s in run.memo[key] if (s[3] is not False) == want_recovered]
     if not found:
         return
     i, before, after, recovered = max(found, key=lambda s: loss.values[s[0]] / s[1])

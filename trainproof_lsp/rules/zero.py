@@ -20,7 +20,7 @@ What it does not mean: a loss that is merely small; only exact zeros count.
 
 def check_zero_loss(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
     loss = need(run, LOSS, 3, "loss")
-    if all(v == 0.0 for v in loss.values):
+    if loss.values.count(0.0) == len(loss):
         yield Hit(
             message=f"all {len(loss)} logged losses are exactly 0 (steps {loss.steps[0]}-{loss.steps[-1]})",
             evidence={"points": len(loss), "first_step": loss.steps[0], "last_step": loss.steps[-1]},
@@ -102,7 +102,7 @@ value is not the real one (some sharded/offloaded setups log 0).
 
 def check_zero_grad(run: Run, limits: ZeroGradLimits, ctx: Context) -> Iterator[Hit]:
     grad = need(run, GRAD_NORM, 3, "gradient norm")
-    if any(v != 0.0 for v in grad.values):
+    if grad.values.count(0.0) != len(grad):
         return
     loss = run.get(LOSS)
     if loss is not None:
