@@ -22,7 +22,7 @@ reference, so a slow start cannot fire it).
 
 @dataclass(frozen=True, kw_only=True)
 class CliffLimits:
-    min_points: int = 6
+    min_points: int = 6  # two windows of 3: fewer cannot tell a cliff from one slow step
     # Twice as slow: well past run-to-run jitter (~10-20%), the point where the budget
     # for the run is off by the run's own length.
     max_ratio: float = 2.0
@@ -65,7 +65,7 @@ What it does not mean: anything about the model or its convergence.
 
 @dataclass(frozen=True, kw_only=True)
 class LoaderLimits:
-    min_points: int = 3
+    min_points: int = 3  # a median of fewer steps is one step's accident
     # Half of every step waiting for data (the published trainproof number): beyond it
     # the loader, not the model, sets the speed.
     max_fraction: float = 0.5

@@ -53,7 +53,7 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
             f"(limit {limits.margin}x, classes from {ctx.num_classes_source})"
         ),
         evidence={"level": level, "uniform_bound": bound, "ratio": level / bound,
-                  "num_classes": ctx.num_classes, "step": loss.steps[idx],
+                  "num_classes": ctx.num_classes, "step": loss.steps[lo], "last_step": loss.steps[idx],
                   "points_above": len(above)},
         location=run.location(loss.records[lo]),
     )
