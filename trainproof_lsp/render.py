@@ -97,7 +97,7 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
         shown: dict[str, int] = {}
         hidden: dict[str, int] = {}
         for f in r.findings:
-            if f.id == "TP-NOT-CHECKED":
+            if f.id == "TP-NOT-CHECKED" or (f.level is Level.INFO and not verbose):
                 continue
             shown[f.id] = shown.get(f.id, 0) + 1
             if shown[f.id] > TEXT_CAP_PER_RULE:
@@ -111,7 +111,11 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
         ran = [c.group for c in r.checks if c.ran]
         skipped = [c for c in r.checks if not c.ran]
         if r.verdict is Verdict.NOT_CHECKED and r.reason:
-            out.append(f"{r.artefact.path}: NOT-CHECKED {r.reason}")
+            # Reasons start with "path[:line:col]: " — keep that as the location.
+            where, sep, why = r.reason.partition(": ")
+            if not (sep and where.startswith(r.artefact.path)):
+                where, why = r.artefact.path, r.reason
+            out.append(f"{where}: NOT-CHECKED {why}")
             continue
         counted = [f for f in r.findings if f.level in (Level.FAIL, Level.WARN)]
         sources = f" ({len(r.artefact.sources)} sources)" if len(r.artefact.sources) > 1 else ""
@@ -121,8 +125,14 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
         )
         if verbose or r.verdict is Verdict.PASS:
             out.append(f"   checked: {', '.join(ran) if ran else 'nothing'}")
+        by_reason: dict[str, list[str]] = {}
         for c in skipped:
-            out.append(f"   skipped {c.group}: {c.reason}")
+            by_reason.setdefault(c.reason, []).append(c.group)
+        for reason, groups in by_reason.items():
+            out.append(f"   skipped {', '.join(groups)}: {reason}")
+        infos = [f for f in r.findings if f.level is Level.INFO]
+        if infos and not verbose:
+            out.append(f"   info: {'; '.join(f'{f.id} {f.message}' for f in infos[:2])}")
     for n in o.not_judged:
         out.append(f"{n.path}: not judged: {n.reason}")
     if verbose:

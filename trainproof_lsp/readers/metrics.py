@@ -228,18 +228,24 @@ def read_metrics_csv(path: str | Path, data: bytes | None = None) -> Run:
     rows: list[dict[str, Any]] = []
     notes: list[tuple[int, str]] = []
     sl: list[int] = []
+    el: list[int] = []
     ec: list[int] = []
     lines = text.splitlines()
     try:
+        consumed = reader.line_num
         for cells in reader:
-            lineno = reader.line_num - 1
+            # A quoted field can hold newlines: the record starts on the first line not
+            # yet consumed and ends on the last line the reader took for it.
+            first, consumed = consumed, reader.line_num
+            last = consumed - 1
             if not cells or not any(c.strip() for c in cells):
                 continue
             if len(cells) != len(header):
-                notes.append((len(rows), f"line {lineno + 1}: {len(cells)} cells, header has {len(header)}"))
+                notes.append((len(rows), f"line {first + 1}: {len(cells)} cells, header has {len(header)}"))
             rows.append({h: c.strip() for h, c in zip(header, cells)})
-            sl.append(lineno)
-            ec.append(len(lines[lineno]) if lineno < len(lines) else 0)
+            sl.append(first)
+            el.append(last)
+            ec.append(len(lines[last]) if last < len(lines) else 0)
     except csv.Error as e:
         raise ReadError(f"{path}:{reader.line_num}: malformed CSV ({e})") from None
     if not rows:
@@ -248,6 +254,6 @@ def read_metrics_csv(path: str | Path, data: bytes | None = None) -> Run:
             raise _no_loss(str(path), header)
         raise ReadError(f"{path}: header only, no rows")
     n = len(sl)
-    spans = RecordSpans(start_lines=tuple(sl), start_chars=(0,) * n, end_lines=tuple(sl),
+    spans = RecordSpans(start_lines=tuple(sl), start_chars=(0,) * n, end_lines=tuple(el),
                         end_chars=tuple(ec))
     return _build(p, "metrics-csv", rows, spans, notes)
