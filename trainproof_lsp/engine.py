@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .config import Config
-from .detect import HEAD_BYTES, Detected, detect
+from .detect import HEAD_BYTES, RESIDENTS, Detected, detect
 from .model import (Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                     Report, Run, Verdict)
 from .readers.adjacent import run_root
@@ -195,6 +195,9 @@ def doctor(paths: Iterable[Path], config: Config) -> Outcome:
         if f in seen:
             continue
         seen.add(f)
+        if f.name in RESIDENTS:  # known by name: never opened (training_args.bin is a pickle)
+            passed_over.append(NotJudged(path=str(f), reason=RESIDENTS[f.name]))
+            continue
         try:
             head = _head(f)
         except OSError as e:
