@@ -17,7 +17,10 @@ Prints events/s for each and the ratios against the targets (>= 10x
 EventAccumulator without CRC, >= 6x with CRC in C, >= 2x trainproof).
 
     python benchmarks/bench_tfevents.py [--events N] [--tags K] [--style simple|tensor]
-                                        [--repeat R] [--skip-ea] [--keep DIR]
+                                        [--repeat R] [--skip-ea] [--keep DIR] [--strict]
+
+Exit status: 1 if any reader disagrees with EventAccumulator; 2 with --strict
+when a speed target is missed; else 0.
 """
 
 from __future__ import annotations
@@ -38,7 +41,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from trainproof_lsp import tfevents  # noqa: E402
 
-TAGS = ["train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "eval/loss", "eval/acc", "sys/gpu_mem", "epoch"]
+TAGS = [
+    "train/loss",
+    "train/lr",
+    "train/grad_norm",
+    "train/tokens_per_s",
+    "eval/loss",
+    "eval/acc",
+    "sys/gpu_mem",
+    "epoch",
+]
 
 
 # ---------------------------------------------------------------------------
@@ -130,7 +142,7 @@ def ea_points(path: Path) -> tuple[Points, float]:
 
 
 def our_points(scan: tfevents.EventFileScan) -> Points:
-    return {t: list(zip(s.steps, s.wall_times, s.values)) for t, s in scan.scalars.items()}
+    return {t: list(zip(s.steps, s.wall_times, s.values, strict=True)) for t, s in scan.scalars.items()}
 
 
 def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -162,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", type=int, default=5000, help="records in the EventAccumulator prefix check")
     ap.add_argument("--skip-ea", action="store_true", help="do not run EventAccumulator")
     ap.add_argument("--keep", metavar="DIR", help="write the event file into DIR and keep it")
+    ap.add_argument("--strict", action="store_true", help="exit 2 when a speed target is missed")
     args = ap.parse_args(argv)
 
     tmp = None
@@ -190,13 +203,13 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     rows: list[tuple[str, float]] = []
     ea_dt: float | None = None
 
+    crc_impl = tfevents.crc_implementation()  # import the CRC extension before any timing
     scan, dt_nocrc = best_of(args.repeat, lambda: tfevents.read_event_file(path))
     assert scan.problems == () and scan.records == n + 1, scan.problems
     got = our_points(scan)
     assert sum(len(v) for v in got.values()) == n
     rows.append(("trainproof_lsp (no CRC)", dt_nocrc))
 
-    crc_impl = tfevents.crc_implementation()
     scan_crc, dt_crc = best_of(args.repeat, lambda: tfevents.read_event_file(path, verify_crc=True))
     assert scan_crc.problems == () and our_points(scan_crc) == got
     rows.append((f"trainproof_lsp (CRC, {crc_impl})", dt_crc))
@@ -223,13 +236,15 @@ def run(args: argparse.Namespace, folder: Path) -> int:
             write_prefix(path, prefix, min(args.prefix, n + 1))
             want, _ = ea_points(prefix)
             prefix_ok = same(our_points(tfevents.read_event_file(prefix, verify_crc=True)), want)
-            print(f"EventAccumulator prefix check ({min(args.prefix, n + 1):,} records): {'exact' if prefix_ok else 'MISMATCH'}")
+            verdict = "exact" if prefix_ok else "MISMATCH"
+            print(f"EventAccumulator prefix check ({min(args.prefix, n + 1):,} records): {verdict}")
             ok &= prefix_ok
             reader = "TF stub, pure-Python CRC" if tf.__version__ == "stub" else f"TensorFlow {tf.__version__}"
             print(f"EventAccumulator on {n:,} events ({reader}), 1 run ...", flush=True)
             want, ea_dt = ea_points(path)
             full_ok = same(got, want)
-            print(f"EventAccumulator full check ({sum(map(len, want.values())):,} points): {'exact' if full_ok else 'MISMATCH'}")
+            verdict = "exact" if full_ok else "MISMATCH"
+            print(f"EventAccumulator full check ({sum(map(len, want.values())):,} points): {verdict}")
             ok &= full_ok
             rows.append(("EventAccumulator (Reload)", ea_dt))
 
@@ -240,21 +255,32 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     print(f"(fast readers: best of {args.repeat}; EventAccumulator: 1 run; all include reading the file)")
     print()
 
-    def ratio(label: str, num: float, den: float | None, target: float) -> None:
-        nonlocal ok
+    targets_met = True
+
+    def ratio(label: str, num: float, den: float | None, target: float | None) -> None:
+        nonlocal targets_met
         if den is None:
             print(f"{label:52s}   n/a")
             return
         r = den / num
+        if target is None:
+            print(f"{label:52s} {r:6.1f}x  (no target: pure-Python CRC)")
+            return
         hit = r >= target
+        targets_met &= hit
         print(f"{label:52s} {r:6.1f}x  (target >= {target:g}x: {'met' if hit else 'MISSED'})")
-        ok &= hit
 
     ratio("speedup vs EventAccumulator, no CRC", dt_nocrc, ea_dt, 10)
-    ratio(f"speedup vs EventAccumulator, CRC ({crc_impl})", dt_crc, ea_dt, 6 if crc_impl != "python" else 0)
+    ratio(f"speedup vs EventAccumulator, CRC ({crc_impl})", dt_crc, ea_dt, 6 if crc_impl != "python" else None)
     ratio("speedup vs trainproof 0.22 (both no CRC)", dt_nocrc, tp_dt, 2)
-    print(f"events/s without CRC: {n / dt_nocrc:,.0f} (target > 700,000: {'met' if n / dt_nocrc > 700_000 else 'MISSED'})")
-    return 0 if ok else 1
+    rate = n / dt_nocrc
+    targets_met &= rate > 700_000
+    print(f"events/s without CRC: {rate:,.0f} (target > 700,000: {'met' if rate > 700_000 else 'MISSED'})")
+    # Wrong results always fail; missed speed targets only with --strict (timings are noisy).
+    if not ok:
+        print("RESULT MISMATCH")
+        return 1
+    return 0 if targets_met or not args.strict else 2
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import pytest
 
 from conftest import (falling, ids, judge, judge_rows, line_with, none_of, only, ran, skip_reason,
-                      start_line, write_jsonl)
+                      start_line)
 from trainproof_lsp.config import Config
 from trainproof_lsp.model import Level, Verdict
 from trainproof_lsp.rules import metric_rules
@@ -454,7 +454,7 @@ def test_loss_above_uniform_uses_the_vocab_of_the_adjacent_config(tmp_path):
     # highest (6.2) is the window of steps 40-60, and the finding points at its start.
     assert start_line(f) == line_of(path, step_row(rows, 40))
     assert f.evidence == {"level": 6.2, "uniform_bound": math.log(64), "ratio": 6.2 / math.log(64),
-                          "num_classes": 64, "step": 60, "points_above": 3}
+                          "num_classes": 64, "step": 40, "last_step": 60, "points_above": 3}
     assert f"classes from {config}" in f.message
 
 

@@ -7,6 +7,8 @@ those packages skip when they are missing; the raw-bytes tests always run.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import math
 import os
 import random
@@ -15,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import tfevents_writers as tw
+
 from trainproof_lsp import tfevents
 from trainproof_lsp.tfevents import EventFileScan, frame_record, read_event_file, scan_event_bytes
 
@@ -71,9 +73,7 @@ def ea_scalars(path: str) -> dict[str, Pts]:
 
 
 def ours(scan: EventFileScan) -> dict[str, Pts]:
-    return {
-        tag: list(zip(s.steps, s.wall_times, s.values)) for tag, s in scan.scalars.items()
-    }
+    return {tag: list(zip(s.steps, s.wall_times, s.values, strict=True)) for tag, s in scan.scalars.items()}
 
 
 def _same_value(a: float, b: float) -> bool:
@@ -87,7 +87,7 @@ def assert_same(got: dict[str, Pts], want: dict[str, Pts]) -> None:
         assert len(g) == len(w), tag
         assert [p[0] for p in g] == [p[0] for p in w], tag
         assert [p[1] for p in g] == [p[1] for p in w], tag
-        for (_, _, gv), (_, _, wv) in zip(g, w):
+        for (_, _, gv), (_, _, wv) in zip(g, w, strict=True):
             assert _same_value(gv, wv), (tag, gv, wv)
             assert type(gv) is float
 
@@ -435,10 +435,8 @@ def test_crc_implementations_agree() -> None:
     blobs = [b"", b"123456789", bytes(range(256))] + [rnd.randbytes(rnd.randrange(1, 300)) for _ in range(50)]
     impls = [tfevents._crc32c_py]
     for mod, fn in (("google_crc32c", "value"), ("crc32c", "crc32c")):
-        try:
-            impls.append(getattr(__import__(mod), fn))
-        except ImportError:
-            pass
+        with contextlib.suppress(ImportError):
+            impls.append(getattr(importlib.import_module(mod), fn))
     for b in blobs:
         assert len({f(b) for f in impls}) == 1
     assert tfevents._crc32c_py(b"123456789") == 0xE3069283
@@ -496,7 +494,7 @@ def _assert_scans_equal(a: EventFileScan, b: EventFileScan) -> None:
     for tag in a.scalars:
         sa, sb = a.scalars[tag], b.scalars[tag]
         assert (sa.steps, sa.wall_times, sa.offsets) == (sb.steps, sb.wall_times, sb.offsets)
-        assert all(_same_value(x, y) for x, y in zip(sa.values, sb.values))
+        assert all(_same_value(x, y) for x, y in zip(sa.values, sb.values, strict=True))
 
 
 def test_fast_path_equals_full_walk_on_real_writers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -519,11 +517,12 @@ def test_fast_path_equals_full_walk_under_mutation(monkeypatch: pytest.MonkeyPat
         for i in range(30):
             for dt, content in ((tw.DT_FLOAT, False), (tw.DT_DOUBLE, True), (tw.DT_INT64, True), (tw.DT_HALF, False)):
                 tp = tw.tensor_proto(dt, i, content=content)
-                base_payloads.append(tw.tensor_event(f"t{dt}{content}", i * 300, 1.0 * i, tp, metadata=md).SerializeToString())
+                ev = tw.tensor_event(f"t{dt}{content}", i * 300, 1.0 * i, tp, metadata=md)
+                base_payloads.append(ev.SerializeToString())
             base_payloads.append(tw.simple_event([("m1", i), ("m2", -i)], i, 2.0).SerializeToString())
     except ImportError:
         pass
-    for trial in range(300):
+    for _trial in range(300):
         payloads = list(base_payloads)
         for _ in range(rnd.randrange(1, 6)):
             k = rnd.randrange(len(payloads))
@@ -546,3 +545,30 @@ def test_template_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     pts = [(f"tag{i}", i, float(i), 1.0) for i in range(100)] * 2
     scan = scan_event_bytes(tw.raw_event_bytes(pts))
     assert len(scan.scalars) == 100 and all(s.steps == (i, i) for i, s in enumerate(scan.scalars.values()))
+
+
+def test_crc_backend_selection_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_import = importlib.import_module
+    missing: set[str] = set()
+
+    def fake_import(name: str, package: str | None = None) -> Any:
+        if name in missing:
+            raise ImportError(name)
+        return real_import(name, package)
+
+    monkeypatch.setattr(tfevents.importlib, "import_module", fake_import)
+    expected = []
+    for mod, label in (("google_crc32c", "google-crc32c"), ("crc32c", "crc32c")):
+        try:
+            real_import(mod)
+        except ImportError:
+            missing.add(mod)
+        else:
+            expected.append(label)
+    if expected:
+        assert tfevents._select_crc()[1] == expected[0]
+    missing.add("google_crc32c")
+    assert tfevents._select_crc()[1] == ("crc32c" if "crc32c" in expected else "python")
+    missing.add("crc32c")
+    fn, name = tfevents._select_crc()
+    assert (fn, name) == (tfevents._crc32c_py, "python")

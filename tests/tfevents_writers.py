@@ -35,7 +35,9 @@ def _only_event_file(logdir: str) -> str:
 # ---------------------------------------------------------------------------
 
 
-def write_torch(logdir: str, points: Iterable[Point], *, new_style: bool = False, double_precision: bool = False) -> str:
+def write_torch(
+    logdir: str, points: Iterable[Point], *, new_style: bool = False, double_precision: bool = False
+) -> str:
     """torch.utils.tensorboard.SummaryWriter.add_scalar; returns the event file path."""
     from torch.utils.tensorboard import SummaryWriter
 
@@ -138,7 +140,7 @@ def tensor_proto(dtype: int, value: float | int | bool, *, content: bool, shape:
         else:
             tp.half_val.append(bits)
         return tp
-    arr = np.array(value, dtype=np_types[dtype])
+    arr: Any = np.array(value, dtype=np_types[dtype])
     if content:
         tp.tensor_content = arr.tobytes()
         return tp

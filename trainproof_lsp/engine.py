@@ -178,13 +178,18 @@ def _is_prefix(shorter: Run, longer: Run) -> bool:
 
 
 def doctor(paths: Iterable[Path], config: Config) -> Outcome:
+    paths = list(paths)
     reports: list[Report] = []
     not_judged: list[NotJudged] = []
     passed_over: list[NotJudged] = []
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files.extend(walk(p))
+            found = walk(p)
+            if not found:
+                reports.append(not_checked(str(p), "folder", "folder",
+                                           f"{p}: nothing to judge (no log, dataset or checkpoint below it)"))
+            files.extend(found)
         elif p.exists():
             files.append(p)
         else:
@@ -223,6 +228,11 @@ def doctor(paths: Iterable[Path], config: Config) -> Outcome:
             continue
         reports.append(judge_file(f, config))
     reports.extend(_judge_trainer_states(states, config))
+    if not reports and not not_judged:
+        where = ", ".join(str(p) for p in paths) or "."
+        reports.append(not_checked(where, "folder", "folder",
+                                   f"{where}: nothing to judge ({len(passed_over)} file(s) passed over, "
+                                   "none a log, dataset or checkpoint)"))
     reports.sort(key=lambda r: r.artefact.path)
     return Outcome(reports=tuple(reports), not_judged=tuple(not_judged), passed_over=tuple(passed_over))
 

@@ -74,8 +74,9 @@ the same, and say so instead of staying silent:
 A file that is not an event file at all yields one problem at offset 0 / record
 0 and no records: ``truncated`` when it is shorter than a 12-byte record header,
 otherwise ``bad-length-crc`` (the length CRC is checked first, as TensorBoard
-does, and foreign bytes fail it with probability 1 - 2**-32). An empty file is a clean scan with ``records == 0``. Only ``OSError``
-from opening/reading the file propagates.
+does, and foreign bytes fail it with probability 1 - 2**-32). An empty file is
+a clean scan with ``records == 0``. Only ``OSError`` from opening/reading the
+file propagates.
 
 The file is read into memory in one piece (memory = file size): mmap would save
 that but turns a file truncated by its writer mid-read into a SIGBUS, and this
@@ -96,10 +97,12 @@ identical with or without it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 __all__ = [
     "CRC_IMPL_NAMES",
@@ -193,9 +196,9 @@ _CRC_CHECK = (b"123456789", 0xE3069283)
 
 
 def _select_crc() -> tuple[Callable[[bytes], int], str]:
+    # importlib rather than import statements: both modules are optional and untyped.
     try:
-        import google_crc32c  # type: ignore[import-not-found]
-
+        google_crc32c = importlib.import_module("google_crc32c")
         # Its own pure-Python fallback is no faster than ours; only take the C build.
         if getattr(google_crc32c, "implementation", "c") == "c":
             fn: Callable[[bytes], int] = google_crc32c.value
@@ -204,9 +207,7 @@ def _select_crc() -> tuple[Callable[[bytes], int], str]:
     except Exception:  # ImportError, or a broken build: fall through to the next
         pass
     try:
-        import crc32c  # type: ignore[import-not-found]
-
-        fn = crc32c.crc32c
+        fn = importlib.import_module("crc32c").crc32c
         if fn(_CRC_CHECK[0]) == _CRC_CHECK[1]:
             return fn, "crc32c"
     except Exception:
@@ -331,7 +332,7 @@ def _skip(buf: bytes, i: int, end: int, wire: int, fnum: int) -> int:
     return i
 
 
-def _fields(buf: bytes, i: int, end: int):  # -> Iterator[tuple[int, int, int, int]]
+def _fields(buf: bytes, i: int, end: int) -> Iterator[tuple[int, int, int, int]]:
     """Yield (field_number, wire_type, payload_start, payload_end) for one message.
 
     For wire type 0 payload_start..payload_end is the varint; for 2 it is the
@@ -368,17 +369,22 @@ def _utf8(buf: bytes, s: int, e: int) -> str:
 # Tensor scalars
 # ---------------------------------------------------------------------------
 
+# struct results are untyped; these name the two roles they play.
+_Unpack = Callable[[bytes, int], tuple[Any, ...]]  # a Struct's bound unpack_from
+_Post = Callable[[Any], float]  # turns the unpacked item into the float we report
+
 
 def _bf16(bits: int) -> float:
     # bfloat16 is the top half of a float32.
-    return _F32(((bits & 0xFFFF) << 16).to_bytes(4, "little"))[0]
+    return float(_F32(((bits & 0xFFFF) << 16).to_bytes(4, "little"), 0)[0])
 
 
 def _f16(bits: int) -> float:
-    return struct.unpack("<e", (bits & 0xFFFF).to_bytes(2, "little"))[0]
+    return float(struct.unpack("<e", (bits & 0xFFFF).to_bytes(2, "little"))[0])
 
 
 def _wrap(bits: int, signed: bool) -> Callable[[int], float]:
+    """Varint -> C-style cast to an integer of `bits` bits -> float."""
     mask = (1 << bits) - 1
     sign = 1 << (bits - 1)
 
@@ -391,43 +397,50 @@ def _wrap(bits: int, signed: bool) -> Callable[[int], float]:
     return conv
 
 
-def _bf16_from_u16(v: int) -> float:
-    return _bf16(v)
+def _bool(v: int) -> float:
+    return 1.0 if v else 0.0
 
 
-# dtype -> (tensor_content struct format, post-conversion or None, repeated
-# field number that holds values when there is no tensor_content, how that field
-# is encoded: "f32"/"f64" fixed, else a varint converter).
-_VarConv = Callable[[int], float]
-_DTYPES: dict[int, tuple[str, Callable[[object], float] | None, int, str | _VarConv]] = {
-    1: ("<f", None, 5, "f32"),  # DT_FLOAT: float_val
-    2: ("<d", None, 6, "f64"),  # DT_DOUBLE: double_val
-    3: ("<i", float, 7, _wrap(32, True)),  # DT_INT32: int_val
-    4: ("<B", float, 7, _wrap(8, False)),  # DT_UINT8: int_val
-    5: ("<h", float, 7, _wrap(16, True)),  # DT_INT16: int_val
-    6: ("<b", float, 7, _wrap(8, True)),  # DT_INT8: int_val
-    9: ("<q", float, 10, _wrap(64, True)),  # DT_INT64: int64_val
-    10: ("<?", float, 11, lambda v: 1.0 if v else 0.0),  # DT_BOOL: bool_val
-    14: ("<H", _bf16_from_u16, 13, _bf16),  # DT_BFLOAT16: half_val bit patterns
-    17: ("<H", float, 7, _wrap(16, False)),  # DT_UINT16: int_val
-    19: ("<e", None, 13, _f16),  # DT_HALF: half_val bit patterns
-    22: ("<I", float, 16, _wrap(32, False)),  # DT_UINT32: uint32_val
-    23: ("<Q", float, 17, _wrap(64, False)),  # DT_UINT64: uint64_val
+class _Dtype(NamedTuple):
+    content_fmt: str  # struct format of one element in tensor_content
+    post: _Post | None  # conversion after unpacking tensor_content (None: already a float)
+    field: int  # repeated TensorProto field holding values when there is no tensor_content
+    varint: Callable[[int], float] | None  # decoder when that field is varint-encoded, else fixed width
+
+
+_DTYPES: dict[int, _Dtype] = {
+    1: _Dtype("<f", None, 5, None),  # DT_FLOAT: float_val (fixed32)
+    2: _Dtype("<d", None, 6, None),  # DT_DOUBLE: double_val (fixed64)
+    3: _Dtype("<i", float, 7, _wrap(32, True)),  # DT_INT32: int_val
+    4: _Dtype("<B", float, 7, _wrap(8, False)),  # DT_UINT8: int_val
+    5: _Dtype("<h", float, 7, _wrap(16, True)),  # DT_INT16: int_val
+    6: _Dtype("<b", float, 7, _wrap(8, True)),  # DT_INT8: int_val
+    9: _Dtype("<q", float, 10, _wrap(64, True)),  # DT_INT64: int64_val
+    10: _Dtype("<?", float, 11, _bool),  # DT_BOOL: bool_val
+    14: _Dtype("<H", _bf16, 13, _bf16),  # DT_BFLOAT16: half_val holds the bit patterns
+    17: _Dtype("<H", float, 7, _wrap(16, False)),  # DT_UINT16: int_val
+    19: _Dtype("<e", None, 13, _f16),  # DT_HALF: half_val holds the bit patterns
+    22: _Dtype("<I", float, 16, _wrap(32, False)),  # DT_UINT32: uint32_val
+    23: _Dtype("<Q", float, 17, _wrap(64, False)),  # DT_UINT64: uint64_val
 }
 # One bound unpack_from per format, shared so templates can compare them by identity.
-_STRUCTS: dict[str, Callable[[bytes, int], tuple[object, ...]]] = {
-    fmt: struct.Struct(fmt).unpack_from for fmt, *_ in _DTYPES.values()
-}
+_STRUCTS: dict[str, _Unpack] = {d.content_fmt: struct.Struct(d.content_fmt).unpack_from for d in _DTYPES.values()}
+_WIDTH: dict[_Unpack, int] = {u: struct.calcsize(fmt) for fmt, u in _STRUCTS.items()}
 _F32 = _STRUCTS["<f"]
 _F64 = _STRUCTS["<d"]
 
-# A decoded tensor scalar: (value, fixed_pos, unpack_from, converter). fixed_pos is
-# the absolute offset of the value's bytes when they sit at a fixed-width spot
-# (so the record can become a template), else -1.
-_TensorScalar = tuple[float, int, Callable[[bytes, int], tuple[object, ...]] | None, Callable[[object], float] | None]
+
+class _Scalar(NamedTuple):
+    """A decoded scalar and, when its bytes sit at a fixed-width spot, where and how
+    to re-read it (what lets the record become a template)."""
+
+    value: float
+    pos: int  # absolute offset of the value's bytes, or -1 (varint-encoded / implied zero)
+    unpack: _Unpack | None
+    post: _Post | None
 
 
-def _tensor_scalar(buf: bytes, spans: list[tuple[int, int]]) -> _TensorScalar | None:
+def _tensor_scalar(buf: bytes, spans: list[tuple[int, int]]) -> _Scalar | None:
     """Decode a TensorProto (possibly split over several merged spans) as a scalar.
 
     Mirrors ``tensor_util.make_ndarray``: tensor_content wins when non-empty,
@@ -437,9 +450,8 @@ def _tensor_scalar(buf: bytes, spans: list[tuple[int, int]]) -> _TensorScalar | 
     dtype = 0
     dims_ok = True
     content: tuple[int, int] | None = None
-    # field number -> list of value slots; a slot is ("pos", offset) for fixed
-    # width values or ("int", value) for varints.
-    vals: dict[int, list[tuple[int, int]]] = {}
+    fixed: dict[int, list[int]] = {}  # float_val/double_val -> offsets of each value
+    varints: dict[int, list[int]] = {}  # varint-encoded repeated fields -> values
     for ts, te in spans:
         for fnum, wire, s, e in _fields(buf, ts, te):
             if fnum == 1 and wire == 0:
@@ -458,60 +470,66 @@ def _tensor_scalar(buf: bytes, spans: list[tuple[int, int]]) -> _TensorScalar | 
                 content = (s, e)
             elif fnum in (5, 6):
                 width = 4 if fnum == 5 else 8
-                slots = vals.setdefault(fnum, [])
-                if wire == 2:  # packed: wire shape = len, then len/width values
+                offs = fixed.setdefault(fnum, [])
+                if wire == 2:  # packed: wire shape = key, len, len/width values
                     if (e - s) % width:
                         raise _BadProto("packed fixed-width field has a partial value")
-                    slots.extend((0, p) for p in range(s, e, width))
+                    offs.extend(range(s, e, width))
                 elif wire == (5 if width == 4 else 1):
-                    slots.append((0, s))
+                    offs.append(s)
             elif fnum in (7, 10, 11, 13, 16, 17):
-                slots = vals.setdefault(fnum, [])
+                vals = varints.setdefault(fnum, [])
                 if wire == 2:  # packed varints
                     i = s
                     while i < e:
                         v, i = _varint(buf, i, e)
-                        slots.append((1, v))
+                        vals.append(v)
                 elif wire == 0:
-                    slots.append((1, _varint(buf, s, e)[0]))
+                    vals.append(_varint(buf, s, e)[0])
     spec = _DTYPES.get(dtype)
     if spec is None or not dims_ok:
         return None
-    fmt, post, vfield, venc = spec
-    unpack = _STRUCTS[fmt]
     if content is not None and content[1] > content[0]:
         s, e = content
-        if e - s != struct.calcsize(fmt):
+        unpack = _STRUCTS[spec.content_fmt]
+        if e - s != _WIDTH[unpack]:
             return None
         raw = unpack(buf, s)[0]
-        return (post(raw) if post is not None else raw), s, unpack, post  # type: ignore[return-value]
-    slots = vals.get(vfield, [])
-    if len(slots) > 1:
+        return _Scalar(spec.post(raw) if spec.post is not None else raw, s, unpack, spec.post)
+    if spec.varint is None:
+        offs = fixed.get(spec.field, [])
+        if len(offs) > 1:
+            return None
+        if not offs:
+            return _Scalar(0.0, -1, None, None)  # TensorFlow zero-fills missing values
+        unpack = _F32 if spec.field == 5 else _F64
+        return _Scalar(unpack(buf, offs[0])[0], offs[0], unpack, None)
+    vals = varints.get(spec.field, [])
+    if len(vals) > 1:
         return None
-    if not slots:
-        return 0.0, -1, None, None
-    kind, x = slots[0]
-    if venc == "f32":
-        return _F32(buf, x)[0], x, _STRUCTS["<f"], None
-    if venc == "f64":
-        return _F64(buf, x)[0], x, _STRUCTS["<d"], None
-    assert callable(venc) and kind == 1
-    return venc(x), -1, None, None
+    return _Scalar(spec.varint(vals[0]) if vals else 0.0, -1, None, None)
 
 
 # ---------------------------------------------------------------------------
 # Slow path: a full walk of one Event
 # ---------------------------------------------------------------------------
 
-# One parsed Summary.Value: (tag, node_name, metadata plugin or None when the
-# value has no metadata, oneof field number or 0, simple value / tensor result).
-_ParsedValue = tuple[str, str, str | None, int, object]
+
+class _Value(NamedTuple):
+    """One parsed Summary.Value."""
+
+    tag: str
+    node_name: str
+    plugin: str | None  # plugin_data.plugin_name; None when the value has no metadata
+    kind: int  # field number of the "value" oneof member set last, 0 if none
+    scalar: _Scalar | None  # simple_value, or the tensor read as a scalar (None: not one)
+
 
 _EVENT_WHAT_OTHER = frozenset((3, 4, 6, 7, 8, 9))  # oneof "what" members besides summary
 _VALUE_ONEOF = frozenset((2, 3, 4, 5, 6, 8))
 
 
-def _parse_value(buf: bytes, s: int, e: int) -> _ParsedValue:
+def _parse_value(buf: bytes, s: int, e: int) -> _Value:
     tag = ""
     node = ""
     plugin: str | None = None
@@ -542,20 +560,18 @@ def _parse_value(buf: bytes, s: int, e: int) -> _ParsedValue:
             elif wire == 2:
                 if fnum == 8:
                     if kind != 8:
-                        tensor_spans = []
+                        tensor_spans = []  # another oneof member was set in between
                     tensor_spans.append((fs, fe))  # repeated message fields merge
                 kind = fnum
-    payload: object = None
+    scalar: _Scalar | None = None
     if kind == 2:
-        payload = (_F32(buf, simple_pos)[0], simple_pos)
+        scalar = _Scalar(_F32(buf, simple_pos)[0], simple_pos, _F32, None)
     elif kind == 8:
-        payload = _tensor_scalar(buf, tensor_spans)
-    return tag, node, plugin, kind, payload
+        scalar = _tensor_scalar(buf, tensor_spans)
+    return _Value(tag, node, plugin, kind, scalar)
 
 
-def _parse_event(
-    buf: bytes, s: int, e: int
-) -> tuple[float, int, str | None, list[_ParsedValue], int]:
+def _parse_event(buf: bytes, s: int, e: int) -> tuple[float, int, str | None, list[_Value], int]:
     """Walk one Event. Returns (wall, step, file_version, values, template_q).
 
     template_q is the offset where the summary field starts when the event has
@@ -598,16 +614,22 @@ def _parse_event(
             i = j
         else:
             i = _skip(buf, i, e, wire, fnum)
-    values: list[_ParsedValue] = []
+    values: list[_Value] = []
     for ss, se in summaries:
         for fnum, wire, vs, ve in _fields(buf, ss, se):
             if fnum == 1 and wire == 2:
                 values.append(_parse_value(buf, vs, ve))
+    # Memoisable only when the fast path reads the same header the walk did:
+    # one-byte keys 09 (wall_time) and 10 (step), then the summary field to the end.
     q = -1
     shape = [f for f, _ in layout]
-    if (shape == [1, 5] or shape == [1, 2, 5]) and all(at >= 0 for _, at in layout):
-        if buf[s] == 0x09 and (shape == [1, 5] or buf[s + 9] == 0x10):
-            q = layout[-1][1]
+    if (
+        (shape == [1, 5] or shape == [1, 2, 5])
+        and all(at >= 0 for _, at in layout)
+        and buf[s] == 0x09
+        and (shape == [1, 5] or buf[s + 9] == 0x10)
+    ):
+        q = layout[-1][1]
     return wall, step, file_version, values, q
 
 
@@ -619,45 +641,52 @@ def _parse_event(
 # grow memory beyond the columns themselves by much.
 _MAX_TEMPLATES = 4096
 
-_Appenders = tuple[
-    Callable[[int], None], Callable[[float], None], Callable[[float], None], Callable[[int], None]
-]
-# A value slot in a template: offset relative to the summary start, unpack, post-conversion, columns.
-_Slot = tuple[int, Callable[[bytes, int], tuple[object, ...]], Callable[[object], float] | None, _Appenders]
+_Columns = tuple[list[int], list[float], list[float], list[int]]  # steps, wall_times, values, offsets
+_Appenders = tuple[Callable[[int], None], Callable[[float], None], Callable[[float], None], Callable[[int], None]]
+# A value slot of a template: offset (absolute while building, then relative to
+# the summary field's start), how to read and convert it, and which columns get it.
+_Slot = tuple[int, _Unpack, _Post | None, _Appenders]
+# Template: fixed byte runs to compare (offset relative to the summary start, bytes), and the slots.
+_Template = tuple[tuple[tuple[int, bytes], ...], tuple[_Slot, ...]]
 
 
 @dataclass(slots=True)
 class _Scanner:
     buf: bytes
-    # tag -> (steps, wall_times, values, offsets) column lists
-    cols: dict[str, tuple[list[int], list[float], list[float], list[int]]] = field(default_factory=dict)
+    cols: dict[str, _Columns] = field(default_factory=dict)
     # First SummaryMetadata plugin name seen per tag ("" = metadata without a plugin).
     plugin_of: dict[str, str] = field(default_factory=dict)
     # Tensor scalars whose tag had no metadata yet: tag -> [(step, wall, value, offset)].
     pending: dict[str, list[tuple[int, float, float, int]]] = field(default_factory=dict)
-    # summary bytes minus the trailing float -> columns: the common simple_value shape.
+    # Summary bytes minus the trailing float32 -> columns: the common simple_value shape.
     simple: dict[bytes, _Appenders] = field(default_factory=dict)
-    # summary length -> [(prefix length, {prefix bytes: (checks, slots)})]: any other
+    # Summary length -> [(prefix length, {prefix bytes: template})]: every other
     # fixed-width shape (tensor scalars, several values per event).
-    tmpl: dict[int, list[tuple[int, dict[bytes, tuple[tuple[tuple[int, bytes], ...], tuple[_Slot, ...]]]]]] = field(
-        default_factory=dict
-    )
+    tmpl: dict[int, list[tuple[int, dict[bytes, _Template]]]] = field(default_factory=dict)
     n_templates: int = 0
     skipped: int = 0
     file_version: str | None = None
     problems: list[EventFileProblem] = field(default_factory=list)
 
-    def columns(self, tag: str) -> tuple[list[int], list[float], list[float], list[int]]:
+    def columns(self, tag: str) -> _Columns:
         c = self.cols.get(tag)
         if c is None:
             c = self.cols[tag] = ([], [], [], [])
         return c
 
+    def _add(self, tag: str, step: int, wall: float, value: float, offset: int) -> _Appenders:
+        c = self.columns(tag)
+        app = (c[0].append, c[1].append, c[2].append, c[3].append)
+        app[0](step)
+        app[1](wall)
+        app[2](value)
+        app[3](offset)
+        return app
+
     def slow_record(self, s: int, e: int, offset: int, record: int) -> None:
         """Fully decode one record, apply it, and memoise its shape if possible."""
-        buf = self.buf
         try:
-            wall, step, fv, values, q = _parse_event(buf, s, e)
+            wall, step, fv, values, q = _parse_event(self.buf, s, e)
         except (_BadProto, IndexError, struct.error) as exc:
             self.problems.append(EventFileProblem("bad-proto", offset, record, f"record is not a valid Event: {exc}"))
             return
@@ -665,72 +694,75 @@ class _Scanner:
         if fv is not None:
             self.file_version = fv
         plugin_of = self.plugin_of
-        slots: list[tuple[int, Callable[[bytes, int], tuple[object, ...]], Callable[[object], float] | None, _Appenders]] = []
+        slots: list[_Slot] = []
         cacheable = q >= 0 and bool(values)
-        for tag, node, plugin, kind, payload in values:
-            if plugin is not None and tag not in plugin_of:
-                plugin_of[tag] = plugin  # EventAccumulator keeps only the first metadata per tag
-            if kind == 2:
-                value, vpos = payload  # type: ignore[misc]
-                c = self.columns(tag)
-                c[0].append(step)
-                c[1].append(wall)
-                c[2].append(value)
-                c[3].append(offset)
-                slots.append((vpos, _F32, None, (c[0].append, c[1].append, c[2].append, c[3].append)))
-            elif kind == 8 and payload is not None:
-                stag = tag or node
-                value, vpos, unpack, post = payload  # type: ignore[misc]
+        for v in values:
+            if v.plugin is not None and v.tag not in plugin_of:
+                plugin_of[v.tag] = v.plugin  # EventAccumulator keeps only the first metadata per tag
+            sc = v.scalar
+            if sc is None:
+                self.skipped += 1  # histogram, image, audio, text, non-scalar tensor, empty value
+                cacheable = False
+                continue
+            if v.kind == 8:
+                stag = v.tag or v.node_name
                 p = plugin_of.get(stag)
-                if p == "scalars":
-                    c = self.columns(stag)
-                    c[0].append(step)
-                    c[1].append(wall)
-                    c[2].append(value)
-                    c[3].append(offset)
-                    if vpos >= 0 and unpack is not None:
-                        slots.append((vpos, unpack, post, (c[0].append, c[1].append, c[2].append, c[3].append)))
-                    else:
-                        cacheable = False
-                elif p is None:
-                    self.pending.setdefault(stag, []).append((step, wall, value, offset))
+                if p is None:  # no metadata yet: decide at the end
+                    self.pending.setdefault(stag, []).append((step, wall, sc.value, offset))
                     cacheable = False
-                else:
+                    continue
+                if p != "scalars":
                     self.skipped += 1
                     cacheable = False
+                    continue
             else:
-                self.skipped += 1
+                stag = v.tag
+            app = self._add(stag, step, wall, sc.value, offset)
+            if sc.unpack is None:
                 cacheable = False
-        if cacheable and self.n_templates < _MAX_TEMPLATES and len(slots) == len(values):
+            else:
+                slots.append((sc.pos, sc.unpack, sc.post, app))
+        if cacheable and self.n_templates < _MAX_TEMPLATES:
             self._memoise(q, e, slots)
 
     def _memoise(self, q: int, e: int, slots: list[_Slot]) -> None:
+        """Remember that the bytes q..e, read with new values in `slots`, decode the same way.
+
+        Only new keys count towards _MAX_TEMPLATES: a key whose stored template
+        keeps missing (bytes after the value vary) is overwritten in place.
+        """
         buf = self.buf
-        self.n_templates += 1
         if len(slots) == 1:
             vpos, unpack, post, app = slots[0]
             if vpos == e - 4 and unpack is _F32 and post is None:
-                self.simple[buf[q : e - 4]] = app
+                key = buf[q : e - 4]
+                if key not in self.simple:
+                    self.n_templates += 1
+                self.simple[key] = app
                 return
-        # Generic shape: fixed bytes between/after the value slots must match.
-        widths = [struct.calcsize(_fmt_of(unpack)) for _vpos, unpack, _post, _app in slots]
+        # Generic shape: the prefix is the dict key; the bytes between and after the
+        # value slots must match too.
         checks: list[tuple[int, bytes]] = []
-        for k, (vpos, _u, _p, _a) in enumerate(slots):
-            seg_start = vpos + widths[k]
+        for k, (vpos, unpack, _post, _app) in enumerate(slots):
+            seg_start = vpos + _WIDTH[unpack]
             seg_end = slots[k + 1][0] if k + 1 < len(slots) else e
             if seg_end < seg_start:
-                return  # overlapping slots (merged tensors reusing bytes): do not memoise
+                return  # slots out of order or overlapping (odd merges): not worth memoising
             if seg_end > seg_start:
                 checks.append((seg_start - q, buf[seg_start:seg_end]))
         first = slots[0][0]
-        rel_slots = tuple((vpos - q, u, p, a) for vpos, u, p, a in slots)
+        template: _Template = (tuple(checks), tuple((vpos - q, u, p, a) for vpos, u, p, a in slots))
         groups = self.tmpl.setdefault(e - q, [])
         plen = first - q
+        key = buf[q:first]
         for gplen, d in groups:
             if gplen == plen:
-                d[buf[q:first]] = (tuple(checks), rel_slots)
+                if key not in d:
+                    self.n_templates += 1
+                d[key] = template
                 return
-        groups.append((plen, {buf[q:first]: (tuple(checks), rel_slots)}))
+        self.n_templates += 1
+        groups.append((plen, {key: template}))
 
     def finish(self) -> dict[str, ScalarSeries]:
         reorder = False
@@ -741,10 +773,7 @@ class _Scanner:
             # Metadata arrived after these tensors: merge them back in file order.
             reorder = True
             c = self.columns(tag)
-            merged = sorted(
-                list(zip(c[0], c[1], c[2], c[3])) + [(s, w, v, o) for s, w, v, o in points],
-                key=lambda r: r[3],
-            )
+            merged = sorted([*zip(c[0], c[1], c[2], c[3], strict=True), *points], key=lambda r: r[3])
             self.cols[tag] = (
                 [r[0] for r in merged],
                 [r[1] for r in merged],
@@ -757,13 +786,6 @@ class _Scanner:
         return {
             tag: ScalarSeries(tag, tuple(c[0]), tuple(c[1]), tuple(c[2]), tuple(c[3])) for tag, c in items
         }
-
-
-_FMT_BY_UNPACK = {v: k for k, v in _STRUCTS.items()}
-
-
-def _fmt_of(unpack: Callable[[bytes, int], tuple[object, ...]]) -> str:
-    return _FMT_BY_UNPACK[unpack]
 
 
 def scan_event_bytes(data: bytes, *, path: str = "<bytes>", verify_crc: bool = False) -> EventFileScan:
