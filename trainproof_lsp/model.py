@@ -148,6 +148,11 @@ class RecordSpans:
     start_chars: tuple[int, ...] = ()
     end_lines: tuple[int, ...] = ()
     end_chars: tuple[int, ...] = ()
+    # For runs read from several files (MLflow metric files, merged event shards): the
+    # index into Run.sources of the file each record came from. Empty: all from Run.path.
+    files: tuple[int, ...] = ()
+    # For binary sources: the byte offset of each record (event files); else empty.
+    byte_offsets: tuple[int, ...] = ()
 
     def span(self, record: int) -> Span | None:
         if 0 <= record < len(self.start_lines):
@@ -198,8 +203,14 @@ class Run:
         return s if s is not None and len(s) else None
 
     def location(self, record: int | None) -> Location:
-        span = self.record_spans.span(record) if record is not None else None
-        return Location(path=self.path, span=span, record=record if span is None else None)
+        rs = self.record_spans
+        path = self.path
+        if record is not None and 0 <= record < len(rs.files) and rs.files[record] < len(self.sources):
+            path = self.sources[rs.files[record]]
+        if record is not None and 0 <= record < len(rs.byte_offsets):
+            return Location(path=path, byte_offset=rs.byte_offsets[record], record=record)
+        span = rs.span(record) if record is not None else None
+        return Location(path=path, span=span, record=record if span is None else None)
 
 
 # --- what rules give back and reports carry ---------------------------------------------

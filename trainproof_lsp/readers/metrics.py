@@ -73,7 +73,7 @@ def map_columns(names: Iterable[str]) -> tuple[dict[str, str], str | None]:
         if monitor:
             chosen[LR] = monitor[0]
     # Keras' `epoch` doubles as the step; it is then not also an epoch series.
-    if chosen.get(EPOCH) == step:
+    if step is not None and chosen.get(EPOCH) == step:
         chosen.pop(EPOCH)
     return chosen, step
 
