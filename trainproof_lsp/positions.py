@@ -63,3 +63,48 @@ def one_based(span: Span) -> tuple[int, int, int, int]:
 
 def whole_line(line: int, length: int = 0) -> Span:
     return Span(line, 0, line, length)
+
+
+# --- LSP position encodings -------------------------------------------------------------
+# A client and server agree on one unit for columns at `initialize` ("utf-16" is the
+# default and what VS Code uses; Neovim >= 0.10 offers "utf-8" first, Emacs "utf-32").
+# Internally a column is always a code-point index into the line's str.
+
+
+def _units(ch: str, encoding: str) -> int:
+    if encoding == "utf-8":
+        return len(ch.encode("utf-8", "surrogatepass"))
+    if encoding == "utf-32":
+        return 1
+    return 2 if ord(ch) > 0xFFFF else 1
+
+
+def client_column(line_text: str, column: int, encoding: str = "utf-16") -> int:
+    """Code-point column -> the client's column unit for `encoding`."""
+    column = max(0, min(column, len(line_text)))
+    prefix = line_text[:column]
+    if encoding == "utf-32" or prefix.isascii():
+        return column
+    if encoding == "utf-8":
+        return len(prefix.encode("utf-8", "surrogatepass"))
+    return utf16_column(line_text, column)
+
+
+def code_point_column(line_text: str, column: int, encoding: str = "utf-16") -> int:
+    """The client's column (in `encoding` units) -> code-point column, clamped to the line.
+
+    A column that falls inside a character (half a surrogate pair, the middle of a UTF-8
+    sequence) rounds down to the character's start, as the LSP specification asks.
+    """
+    if column <= 0:
+        return 0
+    if encoding == "utf-32" or line_text.isascii():
+        return min(column, len(line_text))
+    units = 0
+    for index, ch in enumerate(line_text):
+        units += _units(ch, encoding)
+        if units > column:
+            return index
+        if units == column:
+            return index + 1
+    return len(line_text)

@@ -796,7 +796,8 @@ def scan_event_bytes(data: bytes, *, path: str = "<bytes>", verify_crc: bool = F
     problems = sc.problems
     # Everything the loop touches is bound to a local: globals and attribute
     # lookups cost more than the work they guard.
-    simple_get = sc.simple.get
+    simple = sc.simple
+    simple_get = simple.get
     tmpl_get = sc.tmpl.get
     slow = sc.slow_record
     head = _HEAD
@@ -874,7 +875,8 @@ def scan_event_bytes(data: bytes, *, path: str = "<bytes>", verify_crc: bool = F
             else:
                 step = 0
                 q = s + 9
-            app = simple_get(buf[q : e - 4])
+            # (Files of tensor scalars only never fill `simple`: skip its lookup.)
+            app = simple_get(buf[q : e - 4]) if simple else None
             if app is not None:
                 sa, wa, va, oa = app
                 sa(step)

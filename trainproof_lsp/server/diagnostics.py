@@ -1,0 +1,154 @@
+"""Findings -> LSP diagnostics. No judging here: the engine decided every finding; this
+module only places them (UTF-16/UTF-8/UTF-32 columns via positions.py), orders them
+(errors first), caps them and says what was left out.
+
+A diagnostic carries:
+  code            the rule id (TP-DIVERGE)
+  codeDescription the rule's docs (when the client supports it)
+  source          "trainproof"
+  data            {"id", "level", "evidence", "limits"} — what hover and tools read
+  relatedInformation  the other end of the evidence (best step, first duplicate), when
+                      the client supports it
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from lsprotocol import types as lsp
+
+from ..model import Finding, Level, Location, Report, Span
+from ..positions import client_column
+from ..render import finding_json
+from .documents import path_to_uri
+
+SOURCE = "trainproof"
+
+SEVERITY = {
+    Level.FAIL: lsp.DiagnosticSeverity.Error,
+    Level.WARN: lsp.DiagnosticSeverity.Warning,
+    Level.INFO: lsp.DiagnosticSeverity.Information,
+    Level.NOT_CHECKED: lsp.DiagnosticSeverity.Information,
+}
+_ORDER = {Level.FAIL: 0, Level.WARN: 1, Level.NOT_CHECKED: 2, Level.INFO: 3}
+
+LineText = Callable[[str, int], str]  # (path, line) -> the line's text, for column units
+
+
+@dataclass(frozen=True, kw_only=True)
+class Presentation:
+    """How this client wants diagnostics, decided once from its capabilities."""
+
+    encoding: str = "utf-16"
+    related_information: bool = False
+    code_description: bool = False
+    docs_href: Callable[[str], str | None] = lambda rule_id: None
+
+
+def lsp_range(span: Span | None, path: str, line_text: LineText, encoding: str) -> lsp.Range:
+    if span is None:
+        return lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0))
+    sl, el = max(span.start_line, 0), max(span.end_line, 0)
+    start = client_column(line_text(path, sl), span.start_char, encoding)
+    end = client_column(line_text(path, el), span.end_char, encoding)
+    return lsp.Range(start=lsp.Position(line=sl, character=start), end=lsp.Position(line=el, character=end))
+
+
+def to_diagnostic(f: Finding, line_text: LineText, how: Presentation) -> lsp.Diagnostic:
+    loc = f.location
+    payload = finding_json(f)
+    data = {"id": f.id, "level": f.level.value, "evidence": payload.get("evidence", {}),
+            "limits": payload.get("limits", {})}
+    related = None
+    if how.related_information and f.related:
+        related = [lsp.DiagnosticRelatedInformation(
+            location=lsp.Location(uri=path_to_uri(r.location.path),
+                                  range=lsp_range(r.location.span, r.location.path, line_text, how.encoding)),
+            message=r.message) for r in f.related]
+    href = how.docs_href(f.id) if how.code_description else None
+    return lsp.Diagnostic(
+        range=lsp_range(loc.span, loc.path, line_text, how.encoding),
+        message=_message(f),
+        severity=SEVERITY[f.level],
+        code=f.id,
+        code_description=lsp.CodeDescription(href=href) if href else None,
+        source=SOURCE,
+        data=data,
+        related_information=related,
+    )
+
+
+def _message(f: Finding) -> str:
+    loc = f.location
+    if loc.span is None and (loc.record is not None or loc.byte_offset is not None):
+        where = []
+        if loc.record is not None:
+            where.append(f"record {loc.record}")
+        if loc.byte_offset is not None:
+            where.append(f"byte {loc.byte_offset}")
+        return f"{f.message} ({', '.join(where)})"
+    return f.message
+
+
+def _sort_key(f: Finding) -> tuple:
+    span = f.location.span
+    return (_ORDER[f.level], span.start_line if span else -1, span.start_char if span else -1, f.id)
+
+
+def capped(findings: Sequence[Finding], path: str, line_text: LineText, how: Presentation,
+           limit: int) -> list[lsp.Diagnostic]:
+    """Errors first, at most `limit`, then one diagnostic that counts the rest and says
+    how to see them all."""
+    ordered = sorted(findings, key=_sort_key)
+    shown = [to_diagnostic(f, line_text, how) for f in ordered[:limit]]
+    hidden = ordered[limit:]
+    if hidden:
+        counts: dict[str, int] = {}
+        for f in hidden:
+            counts[f.level.value] = counts.get(f.level.value, 0) + 1
+        breakdown = ", ".join(f"{n} {level}" for level, n in counts.items())
+        shown.append(lsp.Diagnostic(
+            range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0)),
+            message=(f"{len(hidden)} more finding(s) not shown ({breakdown}); this editor shows "
+                     f"{limit} per file (setting trainproof.maxDiagnosticsPerFile). See them all with "
+                     f"`trainproof-lsp doctor {path}` or the \"Run doctor\" code lens."),
+            severity=lsp.DiagnosticSeverity.Information,
+            source=SOURCE,
+            data={"id": None, "hidden": len(hidden), "by_level": counts},
+        ))
+    return shown
+
+
+def by_path(reports: Iterable[Report]) -> dict[str, list[Finding]]:
+    """Findings grouped by the file they point at (a run's findings can point at its
+    other sources; a binary file's at itself)."""
+    grouped: dict[str, list[Finding]] = {}
+    for report in reports:
+        grouped.setdefault(report.artefact.path, [])
+        for f in report.findings:
+            grouped.setdefault(f.location.path, []).append(f)
+    return grouped
+
+
+class DiskLines:
+    """Line text of files that are not open, read once when a column needs them."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, list[str]] = {}
+
+    def __call__(self, path: str, line: int) -> str:
+        lines = self._cache.get(path)
+        if lines is None:
+            try:
+                lines = Path(path).read_bytes().decode("utf-8", "replace").split("\n")
+            except OSError:
+                lines = []
+            self._cache[path] = lines
+        if 0 <= line < len(lines):
+            text = lines[line]
+            return text[:-1] if text.endswith("\r") else text
+        return ""
+
+

@@ -1,0 +1,97 @@
+"""Hover on a finding: the rule and its one-line doc, the numbers it fired on and the
+limits it ran with (from the finding itself: nothing is recomputed here), and a
+sparkline of the series around the event drawn with Unicode block characters, which
+every client renders (no images, no HTML).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from typing import Any, Sequence
+
+from lsprotocol import types as lsp
+
+from ..model import LOSS, Finding, Run
+from ..rules import BY_ID
+
+BLOCKS = "▁▂▃▄▅▆▇█"
+NON_FINITE = "×"
+WINDOW = 32  # points shown around the event: a hover is ~40 columns wide
+
+
+def sparkline(values: Sequence[float]) -> str:
+    """One block character per value, scaled between the finite min and max."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return NON_FINITE * len(values)
+    lo, hi = min(finite), max(finite)
+    span = hi - lo
+    out = []
+    for v in values:
+        if not math.isfinite(v):
+            out.append(NON_FINITE)
+        elif span <= 0:
+            out.append(BLOCKS[3])
+        else:
+            out.append(BLOCKS[min(len(BLOCKS) - 1, int((v - lo) / span * (len(BLOCKS) - 1) + 0.5))])
+    return "".join(out)
+
+
+def _number(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def event_window(run: Run, finding: Finding) -> tuple[str, list[float], int, list[int]] | None:
+    """(series name, values, index of the event, steps) around the log entry the finding
+    points at, or None when the run has no such series."""
+    rule = BY_ID.get(finding.id)
+    names = [n for n in (rule.needs if rule else ())] + [LOSS]
+    series = next((run.get(n) for n in names if run.get(n) is not None), None)
+    span = finding.location.span
+    if series is None or span is None or not series.records:
+        return None
+    starts = run.record_spans.start_lines
+    # The record whose entry starts on the finding's line (or the last one before it).
+    record = bisect_left(starts, span.start_line + 1) - 1
+    index = min(bisect_left(series.records, max(record, 0)), len(series) - 1)
+    lo = max(0, index - WINDOW // 2)
+    hi = min(len(series), lo + WINDOW)
+    lo = max(0, hi - WINDOW)
+    return (series.source_name or series.name, list(series.values[lo:hi]), index - lo,
+            list(series.steps[lo:hi]))
+
+
+def hover_markdown(findings: Sequence[Finding], run: Run | None) -> str:
+    parts = []
+    for f in findings:
+        rule = BY_ID.get(f.id)
+        summary = rule.summary if rule else ""
+        lines = [f"**{f.id}** · {f.level.value} — {summary}", "", f.message]
+        if f.evidence:
+            lines += ["", "| evidence | value |", "|---|---|"]
+            lines += [f"| `{k}` | {_number(v)} |" for k, v in sorted(f.evidence.items())]
+        if f.limits:
+            lines += ["", "limits: " + ", ".join(f"`{k}` = {_number(v)}" for k, v in sorted(f.limits.items()))]
+        window = event_window(run, f) if run is not None else None
+        if window is not None:
+            name, values, at, steps = window
+            line = sparkline(values)
+            marker = " " * at + "▲"
+            finite = [v for v in values if math.isfinite(v)]
+            rng = f"{min(finite):.4g}–{max(finite):.4g}" if finite else "no finite values"
+            lines += ["", f"{name}, steps {steps[0]}–{steps[-1]} ({rng}; ▲ = step {steps[at]}):",
+                      "```text", line, marker, "```"]
+        for r in f.related:
+            lines += ["", f"related: {r.message}"]
+        lines += ["", f"`trainproof-lsp rules {f.id}` for the full rule doc"]
+        parts.append("\n".join(lines))
+    return "\n\n---\n\n".join(parts)
+
+
+def to_hover(findings: Sequence[Finding], run: Run | None, markdown: bool) -> lsp.Hover:
+    text = hover_markdown(findings, run)
+    kind = lsp.MarkupKind.Markdown if markdown else lsp.MarkupKind.PlainText
+    return lsp.Hover(contents=lsp.MarkupContent(kind=kind, value=text))
