@@ -13,7 +13,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,peers]'
 	touch $(STAMP)
 
 # Exit codes 1 (a FAIL) and 2 (something not judged) are the demo's point, not errors.
@@ -28,6 +28,7 @@ test: setup
 
 bench: setup
 	$(PY) benchmarks/bench_trainer_state.py
+	$(PY) benchmarks/bench_tfevents.py
 
 docs: setup
 	$(PY) -m trainproof_lsp rules --markdown > docs/rules.md

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .readers.coqui import looks_like_coqui
 from .readers.metrics import ALIASES, STEP_ALIASES
 
 HEAD_BYTES = 64 * 1024
@@ -54,7 +55,7 @@ def detect(path: Path, head: bytes) -> Detected:
     lower = name.lower()
     suffix = path.suffix.lower()
     if _TFEVENTS.search(name):
-        return Detected("tfevents", "tfevents", "TensorBoard event files are not read by this version")
+        return Detected("metrics", "tfevents")
     if name in RESIDENTS:
         return Detected("resident", name, RESIDENTS[name])
     if name == "trainer_state.json" or (suffix == ".json" and b'"log_history"' in head):
@@ -77,4 +78,6 @@ def detect(path: Path, head: bytes) -> Detected:
         return Detected("metrics", fmt)
     if suffix == ".json":
         return Detected("other", "json", "JSON without log_history or records; not a log")
+    if suffix in (".txt", ".log") and looks_like_coqui(head):
+        return Detected("metrics", "coqui-log")
     return Detected("other", suffix.lstrip(".") or "file", "")

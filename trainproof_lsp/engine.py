@@ -15,15 +15,21 @@ from .detect import HEAD_BYTES, RESIDENTS, Detected, detect
 from .model import (Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                     Report, Run, Verdict)
 from .readers.adjacent import run_root
+from .readers.coqui import read_coqui_log
 from .readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
+from .readers.mlflow import is_mlflow_run, read_mlflow_run
+from .readers.tensorboard import read_event_files, run_folder
 from .readers.trainer_state import read_trainer_state
 from .rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Skip, metric_rules
+from .rules.eventfile import CORRUPT_RULE, TRUNCATED_RULE
+from .tfevents import EventFileScan
 
 _READERS: dict[str, Callable[[Path, bytes], Run]] = {
     "hf-trainer-state": read_trainer_state,
     "metrics-jsonl": read_metrics_jsonl,
     "metrics-json": read_metrics_json_array,
     "metrics-csv": read_metrics_csv,
+    "coqui-log": read_coqui_log,
 }
 
 _LEVEL_ORDER = {Level.FAIL: 0, Level.NOT_CHECKED: 1, Level.WARN: 2, Level.INFO: 3}
@@ -54,10 +60,12 @@ def _context(run: Run, config: Config) -> Context:
     return Context()
 
 
-def judge_run(run: Run, config: Config, *, kind: str = "metrics") -> Report:
-    """All enabled metric rules over one run."""
+def judge_run(run: Run, config: Config, *, kind: str = "metrics",
+              extra: Iterable[Finding] = ()) -> Report:
+    """All enabled metric rules over one run; `extra` findings (reader damage reports)
+    join the rule findings."""
     ctx = _context(run, config)
-    findings: list[Finding] = []
+    findings: list[Finding] = [f for f in extra if config.enabled(BY_ID[f.id])]
     checks: list[Check] = []
     for rule in metric_rules():
         if not config.enabled(rule):
@@ -136,6 +144,8 @@ def judge_file(path: Path, config: Config, *, data: bytes | None = None) -> Repo
     if detected.kind != "metrics":
         reason = f"{name}: {detected.reason or 'not a training log this version can read'}"
         return not_checked(name, detected.kind, detected.format, reason)
+    if detected.format == "tfevents":
+        return judge_event_files([path], config)
     try:
         run = read_run(path, detected, data)
     except ReadError as e:
@@ -148,21 +158,56 @@ def judge_file(path: Path, config: Config, *, data: bytes | None = None) -> Repo
     return judge_run(run, config)
 
 
+def event_file_findings(scans: Iterable[EventFileScan]) -> list[Finding]:
+    """What the event-file reader met: a cut tail (INFO) or a damaged record (WARN)."""
+    out = []
+    for scan in scans:
+        for problem in scan.problems:
+            rule = TRUNCATED_RULE if problem.kind == "truncated" else CORRUPT_RULE
+            out.append(Finding(
+                id=rule.id, level=rule.level,
+                message=f"{problem.message} (record {problem.record}, byte {problem.offset}); "
+                        f"{scan.records} record(s) before it were read",
+                evidence={"kind": problem.kind, "byte_offset": problem.offset, "record": problem.record,
+                          "records_read": scan.records},
+                location=Location(path=scan.path, byte_offset=problem.offset, record=problem.record)))
+    return out
+
+
+def judge_event_files(paths: list[Path], config: Config) -> Report:
+    """One run's event files (shards, Keras splits) judged as one run."""
+    name = str(paths[0])
+    try:
+        run, scans = read_event_files(paths, verify_crc=True)
+    except ReadError as e:
+        return not_checked(name, "metrics", "tfevents", str(e), e)
+    except OSError as e:
+        return not_checked(name, "metrics", "tfevents", f"{name}: cannot read ({e.strerror or e})")
+    return judge_run(run, config, extra=event_file_findings(scans))
+
+
 # --- doctor: whole folders ------------------------------------------------------------
 
 _SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache",
               ".pytest_cache", ".tox", ".ruff_cache", "wandb-cache"}
 _CANDIDATE_SUFFIXES = {".json", ".jsonl", ".ndjson", ".csv", ".tsv", ".pt", ".pth", ".bin",
-                       ".ckpt", ".safetensors"}
+                       ".ckpt", ".safetensors", ".txt", ".log"}
+# An MLflow run folder's own bookkeeping (one file per metric/param/tag, no suffix).
+_MLFLOW_DIRS = {"metrics", "params", "tags"}
 
 
 def walk(root: Path) -> list[Path]:
-    """Every candidate file below root, sorted; no cap, no hidden or tool folders."""
+    """Every candidate file below root, sorted; no cap, no hidden or tool folders. An
+    MLflow run folder is itself a candidate (its metrics are files without suffix)."""
     found: list[Path] = []
     for folder, dirs, files in os.walk(root):
+        here = Path(folder)
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        if is_mlflow_run(here):
+            found.append(here)
+            dirs[:] = [d for d in dirs if d not in _MLFLOW_DIRS]
         for f in sorted(files):
-            p = Path(folder) / f
+            p = here / f
             if p.suffix.lower() in _CANDIDATE_SUFFIXES or "tfevents" in f:
                 found.append(p)
     return found
@@ -195,11 +240,14 @@ def doctor(paths: Iterable[Path], config: Config) -> Outcome:
         else:
             reports.append(not_checked(str(p), "unknown", "unknown", f"{p}: no such file or folder"))
     seen: set[Path] = set()
-    states: list[tuple[Path, Run]] = []
+    metric_files: list[tuple[Path, Detected]] = []
     for f in files:
         if f in seen:
             continue
         seen.add(f)
+        if f.is_dir():  # an MLflow run folder (from walk)
+            metric_files.append((f, Detected("metrics", "mlflow")))
+            continue
         if f.name in RESIDENTS:  # known by name: never opened (training_args.bin is a pickle)
             passed_over.append(NotJudged(path=str(f), reason=RESIDENTS[f.name]))
             continue
@@ -218,16 +266,8 @@ def doctor(paths: Iterable[Path], config: Config) -> Outcome:
         if detected.kind == "other":
             passed_over.append(NotJudged(path=str(f), reason=detected.reason or "not a training log"))
             continue
-        if detected.format == "hf-trainer-state":
-            try:
-                states.append((f, read_run(f, detected)))
-            except ReadError as e:
-                reports.append(not_checked(str(f), "metrics", detected.format, str(e), e))
-            except (OSError, ValueError, RecursionError) as e:
-                reports.append(not_checked(str(f), "metrics", detected.format, f"{f}: unreadable ({e})"))
-            continue
-        reports.append(judge_file(f, config))
-    reports.extend(_judge_trainer_states(states, config))
+        metric_files.append((f, detected))
+    reports.extend(_judge_metric_files(metric_files, config, not_judged))
     if not reports and not not_judged:
         where = ", ".join(str(p) for p in paths) or "."
         reports.append(not_checked(where, "folder", "folder",
@@ -237,26 +277,107 @@ def doctor(paths: Iterable[Path], config: Config) -> Outcome:
     return Outcome(reports=tuple(reports), not_judged=tuple(not_judged), passed_over=tuple(passed_over))
 
 
-def _judge_trainer_states(states: list[tuple[Path, Run]], config: Config) -> list[Report]:
-    """checkpoint-*/trainer_state.json copies are prefixes of their run: judge the longest
-    log of each output_dir once, listing the copies among its sources."""
-    by_root: dict[Path, list[tuple[Path, Run]]] = {}
-    for path, run in states:
-        by_root.setdefault(run_root(path), []).append((path, run))
-    reports = []
-    for group in by_root.values():
-        group.sort(key=lambda t: (-max((len(s) for s in t[1].series.values()), default=0),
-                                  len(t[0].parts), str(t[0])))
-        remaining = list(group)
-        while remaining:
-            main_path, main = remaining.pop(0)
-            copies = [t for t in remaining if _is_prefix(t[1], main)]
-            remaining = [t for t in remaining if t not in copies]
-            sources = (str(main_path), *sorted(str(p) for p, _ in copies))
-            run = Run(path=main.path, format=main.format, series=main.series,
-                      record_spans=main.record_spans, meta=main.meta, sources=sources,
-                      unmapped=main.unmapped, notes=main.notes)
-            reports.append(judge_run(run, config))
+def _group_key(path: Path, detected: Detected) -> Path:
+    """The run folder a metric file belongs to. Files of one run share it: an HF
+    output_dir (its trainer_state.json, checkpoint copies, runs/<name>/ event files), a
+    Lightning version_N/ (metrics.csv + event file), a Keras log dir (train/ and
+    validation/ event files), a Coqui run folder (text log + event file)."""
+    if detected.format == "hf-trainer-state":
+        return run_root(path)
+    if detected.format == "tfevents":
+        folder = run_folder(path)
+        if folder.parent.name == "runs" and (folder.parent.parent / "trainer_state.json").is_file():
+            return folder.parent.parent
+        return folder
+    if detected.format == "mlflow":
+        return path
+    return path.parent
+
+
+def _read_text_run(path: Path, detected: Detected) -> Run | Report:
+    try:
+        if detected.format == "mlflow":
+            return read_mlflow_run(path)
+        return read_run(path, detected)
+    except ReadError as e:
+        return not_checked(str(path), "metrics", detected.format, str(e), e)
+    except OSError as e:
+        return not_checked(str(path), "metrics", detected.format, f"{path}: cannot read ({e.strerror or e})")
+    except (ValueError, RecursionError, MemoryError) as e:
+        return not_checked(str(path), "metrics", detected.format, f"{path}: unreadable ({type(e).__name__}: {e})")
+
+
+def _loss_points(run: Run) -> int:
+    loss = run.get("loss")
+    return len(loss) if loss is not None else 0
+
+
+def _with_sources(run: Run, sources: tuple[str, ...]) -> Run:
+    return Run(path=run.path, format=run.format, series=run.series, record_spans=run.record_spans,
+               meta=run.meta, sources=sources, unmapped=run.unmapped, notes=run.notes)
+
+
+def _merge_trainer_states(states: list[tuple[Path, Run]]) -> list[Run]:
+    """checkpoint-*/trainer_state.json copies are prefixes of their run: keep the
+    longest log of the output_dir, listing the copies among its sources."""
+    group = sorted(states, key=lambda t: (-max((len(s) for s in t[1].series.values()), default=0),
+                                          len(t[0].parts), str(t[0])))
+    runs = []
+    while group:
+        main_path, main = group.pop(0)
+        copies = [t for t in group if _is_prefix(t[1], main)]
+        group = [t for t in group if t not in copies]
+        runs.append(_with_sources(main, (str(main_path), *sorted(str(p) for p, _ in copies))))
+    return runs
+
+
+def _judge_metric_files(files: list[tuple[Path, Detected]], config: Config,
+                        not_judged: list[NotJudged]) -> list[Report]:
+    groups: dict[Path, list[tuple[Path, Detected]]] = {}
+    for path, detected in files:
+        groups.setdefault(_group_key(path, detected), []).append((path, detected))
+    reports: list[Report] = []
+    for members in groups.values():
+        states: list[tuple[Path, Run]] = []
+        text_runs: list[Run] = []
+        events = [p for p, d in members if d.format == "tfevents"]
+        for path, detected in members:
+            if detected.format == "tfevents":
+                continue
+            got = _read_text_run(path, detected)
+            if isinstance(got, Report):
+                reports.append(got)
+            elif detected.format == "hf-trainer-state":
+                states.append((path, got))
+            else:
+                text_runs.append(got)
+        text_runs = _merge_trainer_states(states) + text_runs
+        event_run: Run | None = None
+        extra: list[Finding] = []
+        if events:
+            try:
+                event_run, scans = read_event_files(events, verify_crc=True)
+                extra = event_file_findings(scans)
+                for p, scan in zip(events, scans):
+                    if not scan.scalars and str(p) not in event_run.sources:
+                        not_judged.append(NotJudged(path=str(p), reason="event file without scalar summaries"))
+            except ReadError as e:
+                for p in events:
+                    not_judged.append(NotJudged(path=str(p), reason=str(e).split(": ", 1)[-1]))
+            except OSError as e:
+                for p in events:
+                    not_judged.append(NotJudged(path=str(p), reason=f"cannot read ({e.strerror or e})"))
+        if event_run is not None and len(text_runs) == 1:
+            # One run written twice (a text log and event files): judge it once, from the
+            # source with the most loss points (the text log on a tie: it has lines).
+            text = text_runs[0]
+            primary, other = (event_run, text) if _loss_points(event_run) > _loss_points(text) else (text, event_run)
+            merged = _with_sources(primary, primary.sources + tuple(s for s in other.sources if s not in primary.sources))
+            reports.append(judge_run(merged, config, extra=extra))
+            continue
+        reports.extend(judge_run(run, config) for run in text_runs)
+        if event_run is not None:
+            reports.append(judge_run(event_run, config, extra=extra))
     return reports
 
 

@@ -7,7 +7,7 @@ entries; tests/test_registry.py fails when they drift.
 from __future__ import annotations
 
 from ..model import Level
-from . import dead, diverge, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
+from . import dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
 from .base import Context, Rule, Skip
 
 NOT_CHECKED_DOC = """The artefact could not be judged.
@@ -57,6 +57,8 @@ REGISTRY: tuple[Rule, ...] = (
     timing.STEP_CLIFF_RULE,
     timing.LOADER_BOUND_RULE,
     timing.THROUGHPUT_RULE,
+    eventfile.TRUNCATED_RULE,
+    eventfile.CORRUPT_RULE,
     SKIPPED_RECORDS,
     NOT_CHECKED,
 )

@@ -1,0 +1,152 @@
+"""TensorBoard event files -> a Run: tag names normalised, shards of one run merged.
+
+Tag shapes met in the wild, and what they become:
+- HF Trainer:     train/loss, train/grad_norm, train/learning_rate, eval/loss, train/epoch
+- Lightning:      train_loss_step / train_loss_epoch / train_loss, val_loss, lr-Adam, epoch
+- Keras:          epoch_loss, epoch_learning_rate in `train/` and `validation/` sub-folders
+                  (the folder says which split; the step is the epoch)
+- PyTorch docs:   Loss/train, Loss/val
+- Coqui Trainer:  TrainIterStats/loss, TrainIterStats/current_lr, TrainIterStats/step_time,
+                  TrainIterStats/loader_time, EvalStats/avg_loss (TrainEpochStats/* are
+                  epoch averages of the same numbers: not read as extra points)
+
+Shards: a resumed run writes a new events file in the same folder. Files are ordered by
+their first wall time; when a later file restarts at step s, the earlier files' points at
+steps >= s are the discarded future of the crashed run and are dropped (what TensorBoard
+itself shows after a restart). Points keep the byte offset of their record, so findings
+point into the right file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..model import ReadError, RecordSpans, Run, RunMeta, Series
+from ..tfevents import EventFileScan, read_event_file
+from . import adjacent
+from .metrics import map_columns
+
+# Split folders Keras writes under its log dir.
+_SPLIT_DIRS = {"train": "", "training": "", "validation": "val_", "val": "val_", "eval": "val_"}
+# Prefixes some frameworks put before ordinary names.
+_COQUI = {"trainiterstats/loss": "loss", "trainiterstats/current_lr": "lr",
+          "trainiterstats/step_time": "step_time", "trainiterstats/loader_time": "data_time",
+          "trainiterstats/grad_norm": "grad_norm", "evalstats/avg_loss": "eval_loss"}
+
+
+def normalise_tag(tag: str, split_dir: str | None) -> str:
+    """A tag as a metric-column name the alias table knows."""
+    low = tag.lower()
+    if low in _COQUI:
+        return _COQUI[low]
+    if split_dir is not None and low.startswith("epoch_"):
+        # Keras: epoch_loss under validation/ is the validation loss.
+        return _SPLIT_DIRS[split_dir] + low[len("epoch_"):]
+    return tag
+
+
+def split_of(path: Path) -> str | None:
+    name = path.parent.name.lower()
+    return name if name in _SPLIT_DIRS else None
+
+
+def run_folder(event_file: Path) -> Path:
+    """The folder a run's event files share (Keras' split sub-folders belong to their
+    parent; HF writes under <output_dir>/runs/<name>/)."""
+    folder = event_file.parent
+    if folder.name.lower() in _SPLIT_DIRS:
+        folder = folder.parent
+    return folder
+
+
+@dataclass(frozen=True, slots=True)
+class _Point:
+    step: int
+    wall: float
+    value: float
+    file: int
+    offset: int
+
+
+def read_event_files(paths: list[Path], *, verify_crc: bool = True) -> tuple[Run, list[EventFileScan]]:
+    """One run from the event files of one run folder (shards, Keras splits)."""
+    scans = [read_event_file(p, verify_crc=verify_crc) for p in paths]
+    usable = [(p, s) for p, s in zip(paths, scans) if s.scalars]
+    if not usable:
+        first = scans[0].problems[0].message if scans and scans[0].problems else "no scalar summaries"
+        raise ReadError(f"{paths[0]}: no scalars to judge ({first})")
+    # Order shards by the first wall time they hold (file names sort by creation time too,
+    # but hosts and clocks differ; the events' own times are what TensorBoard uses).
+    def first_wall(item: tuple[Path, EventFileScan]) -> float:
+        walls = [s.wall_times[0] for s in item[1].scalars.values() if s.wall_times]
+        return min(walls) if walls else math.inf
+
+    usable.sort(key=lambda item: (first_wall(item), str(item[0])))
+    sources = [str(p) for p, _ in usable]
+    # canonical name -> points across shards, and the tag it came from
+    merged: dict[str, list[_Point]] = {}
+    tag_of: dict[str, str] = {}
+    for file_index, (path, scan) in enumerate(usable):
+        names = {normalise_tag(tag, split_of(path)): tag for tag in scan.scalars}
+        chosen, _ = map_columns(names)
+        for canonical, column in chosen.items():
+            tag = names[column]
+            ser = scan.scalars[tag]
+            points = merged.setdefault(canonical, [])
+            tag_of.setdefault(canonical, tag)
+            if ser.steps and points:
+                restart = ser.steps[0]
+                # A later shard restarting at `restart` supersedes the earlier points
+                # from that step on (the crashed run's unsaved future).
+                points[:] = [pt for pt in points if pt.step < restart or pt.file == file_index]
+            points.extend(_Point(st, w, v, file_index, off) for st, w, v, off in
+                          zip(ser.steps, ser.wall_times, ser.values, ser.offsets))
+    if "loss" not in merged and "eval_loss" not in merged:
+        seen = sorted({t for _, s in usable for t in s.scalars})
+        raise ReadError(f"{paths[0].parent}: no loss tag to judge (tags seen: {', '.join(seen[:30])})")
+    files: list[int] = []
+    offsets: list[int] = []
+    series: dict[str, Series] = {}
+    walls: dict[str, tuple[float, ...]] = {}
+    for canonical, points in merged.items():
+        points.sort(key=lambda pt: (pt.step, pt.wall))
+        records = []
+        for pt in points:
+            records.append(len(files))
+            files.append(pt.file)
+            offsets.append(pt.offset)
+        series[canonical] = Series(canonical, tag_of[canonical], tuple(pt.step for pt in points),
+                                   tuple(pt.value for pt in points), tuple(records))
+        walls[canonical] = tuple(pt.wall for pt in points)
+    series.update(_wall_time_series(series, walls))
+    classes, config = adjacent.find_num_classes(Path(sources[0]))
+    spans = RecordSpans(files=tuple(files), byte_offsets=tuple(offsets))
+    folder = run_folder(Path(sources[0]))
+    run = Run(path=str(folder), format="tfevents", series=series, record_spans=spans,
+              meta=RunMeta(vocab_size=classes, vocab_source=config,
+                           checkpoint_steps=adjacent.checkpoint_steps(folder)),
+              sources=tuple(sources))
+    return run, scans
+
+
+def _wall_time_series(series: dict[str, Series], walls: dict[str, tuple[float, ...]]) -> dict[str, Series]:
+    """Step time from the loss points' wall times, when the log has no step-time tag:
+    (wall[i] - wall[i-1]) / (step[i] - step[i-1])."""
+    if "step_time" in series or "loss" not in series:
+        return {}
+    loss, wall = series["loss"], walls["loss"]
+    steps: list[int] = []
+    values: list[float] = []
+    records: list[int] = []
+    for i in range(1, len(loss)):
+        dstep = loss.steps[i] - loss.steps[i - 1]
+        dwall = wall[i] - wall[i - 1]
+        if dstep > 0 and dwall > 0:
+            steps.append(loss.steps[i])
+            values.append(dwall / dstep)
+            records.append(loss.records[i])
+    if len(values) < 2:
+        return {}
+    return {"step_time": Series("step_time", "wall time / step", tuple(steps), tuple(values), tuple(records))}
