@@ -65,6 +65,9 @@ def test_resumed_run_with_two_shards_is_one_healthy_run(tmp_path):
     assert report["artefact"]["format"] == "tfevents"
     # The step order check ran: overlapping steps 500..600 were resolved, not duplicated.
     assert "TP-STEP-ORDER" in report["checks"]["ran"]
+    # Step time comes from the events' wall times: one second per step in both shards.
+    throughput = [f for f in report["findings"] if f["id"] == "TP-THROUGHPUT"][0]
+    assert throughput["evidence"]["steps_per_second"] == pytest.approx(1.0)
 
 
 def test_a_divergence_after_resume_points_into_the_second_shard(tmp_path):
