@@ -14,7 +14,7 @@ from typing import Sequence
 
 from . import TOOL_NAME, __version__
 from .config import Config, ConfigError, discover, load_file, with_vocab
-from .model import Outcome, Verdict
+from .model import Outcome, ReadError, Verdict
 
 EXIT_OK, EXIT_FAIL, EXIT_NOT_CHECKED = 0, 1, 2
 
@@ -46,14 +46,63 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     doctor = sub.add_parser("doctor", help="judge whatever is at PATH (files or folders; default: .)")
     doctor.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    doctor.add_argument("--baseline", metavar="B", type=Path,
+                        help="also compare each run with this known-good run (default: baseline in the config)")
+    doctor.add_argument("--reference", metavar="CKPT", type=Path,
+                        help="compare checkpoints' tensor names and shapes with this checkpoint")
     _common(doctor)
+    compare = sub.add_parser("compare", help="judge runs against a known-good baseline run")
+    compare.add_argument("baseline", type=Path, metavar="BASELINE",
+                         help="the known-good run's log or folder (omit to use baseline in the config)")
+    compare.add_argument("runs", nargs="*", type=Path, metavar="RUN", help="runs' logs or folders")
+    _common(compare)
     epoch = sub.add_parser("epoch", help="judge one training log")
     epoch.add_argument("log", type=Path, metavar="LOG")
     _common(epoch)
+    env = sub.add_parser("env", help="can this machine start the run? imports (in a child process), RAM, disk")
+    target = env.add_mutually_exclusive_group()
+    target.add_argument("--entrypoint", metavar="FILE", type=Path, help="the training script (never run)")
+    target.add_argument("--module", metavar="M", help="the training module (`python -m M`; never run)")
+    env.add_argument("--cwd", metavar="DIR", type=Path, help="folder the run launches from (default: .)")
+    env.add_argument("--python", metavar="EXE", help="interpreter the run uses (default: this one)")
+    env.add_argument("--timeout", metavar="S", type=float,
+                     help="seconds per import before it counts as hung (default: TP-ENV-IMPORT-TIMEOUT's timeout_s)")
+    env.add_argument("--run-entrypoint", action="store_true",
+                     help="also import the script itself, running its top-level code (off by default)")
+    env.add_argument("--required-gb", metavar="N", type=float, help="system RAM the run needs")
+    env.add_argument("--checkpoint-gb", metavar="N", type=float, help="size of one checkpoint")
+    env.add_argument("--keep", metavar="K", type=int, default=1, help="checkpoints kept on disk (default 1)")
+    env.add_argument("--output-dir", metavar="D", type=Path, help="where checkpoints will be written")
+    env.add_argument("--checkpoint", metavar="CKPT", type=Path,
+                     help="the checkpoint the run resumes from (read, never unpickled)")
+    _common(env)
+    preflight = sub.add_parser("preflight", help="check datasets (and their tokenizer) before training")
+    preflight.add_argument("datasets", nargs="+", type=Path, metavar="DATASET", help="JSONL (or JSON array) files")
+    preflight.add_argument("--eval", metavar="EVAL", type=Path, help="eval file: also checked for overlap with DATASETs")
+    preflight.add_argument("--tokenizer", metavar="DIR", type=Path, help="tokenizer folder (read as JSON)")
+    preflight.add_argument("--max-len", metavar="N", type=int, help="context length for token-length checks")
+    _common(preflight)
     rules = sub.add_parser("rules", help="show the rule docs (all, or one ID)")
     rules.add_argument("rule_id", nargs="?", metavar="ID")
     rules.add_argument("--markdown", action="store_true", help="print docs/rules.md")
     rules.add_argument("--json", action="store_true", help="rule metadata as JSON")
+    watch = sub.add_parser("watch", help="tail a growing log (or a run folder) and print each verdict change")
+    watch.add_argument("target", type=Path, metavar="LOG_OR_DIR")
+    watch.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between polls (default 2)")
+    watch.add_argument("--until-fail", action="store_true", help="exit 1 once a FAIL is confirmed")
+    watch.add_argument("--stall-timeout", type=float, metavar="S",
+                       help="report a log that has not grown for S seconds")
+    watch.add_argument("--confirm", type=int, metavar="N",
+                       help="records a FAIL must stand before --until-fail exits (default: "
+                            "TP-LOSS-SPIKE-UNRECOVERED's recover_within, 10)")
+    watch.add_argument("--json", action="store_true", help="print verdict-stream objects (docs/guardian.md)")
+    watch.add_argument("--config", metavar="FILE", type=Path,
+                       help="settings file (TOML with [tool.trainproof]); default: nearest pyproject.toml")
+    watch.add_argument("--vocab-size", metavar="N", type=int,
+                       help="number of output classes (LM vocabulary or labels) for TP-LOSS-ABOVE-UNIFORM")
+    serve = sub.add_parser("serve", help="run the language server on stdio (needs the `lsp` extra)")
+    # vscode-languageclient appends --stdio for TransportKind.stdio; stdio is the only transport.
+    serve.add_argument("--stdio", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -96,6 +145,30 @@ def _rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _watch(args: argparse.Namespace) -> int:
+    from .guardian.watch import Watch, WatchOptions
+
+    args.sarif, args.verbose = None, False  # not offered by watch; _emit reads them
+    if args.interval <= 0 or (args.stall_timeout is not None and args.stall_timeout <= 0) or \
+            (args.confirm is not None and args.confirm < 0):
+        print(f"{TOOL_NAME} watch: --interval and --stall-timeout must be positive, --confirm >= 0",
+              file=sys.stderr)
+        return EXIT_NOT_CHECKED
+    try:
+        config = _config(args, args.target)
+    except ConfigError as e:
+        return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
+    options = WatchOptions(interval=args.interval, until_fail=args.until_fail,
+                           stall_timeout=args.stall_timeout, json=args.json, confirm=args.confirm)
+    outcome = Watch(args.target, config, options).run()
+    if not args.json:
+        # The watch printed every change as it came; close with the last verdicts.
+        for r in outcome.reports:
+            reason = f": {r.reason}" if r.reason else ""
+            print(f"== {r.artefact.path}: {r.verdict.value}{reason}")
+    return exit_code(outcome)
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -104,6 +177,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_NOT_CHECKED
     if args.command == "rules":
         return _rules(args)
+    if args.command == "watch":
+        return _watch(args)
+    if args.command == "serve":
+        from .server import serve
+
+        return serve()
     from . import engine
 
     if args.command == "doctor":
@@ -112,7 +191,46 @@ def run(argv: Sequence[str] | None = None) -> int:
             config = _config(args, paths[0])
         except ConfigError as e:
             return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
-        return _emit(engine.doctor(paths, config), args)
+        baseline = args.baseline or (Path(config.baseline) if config.baseline else None)
+        if baseline is not None:
+            from . import compare
+
+            return _emit(compare.doctor(paths, config, baseline), args)
+        reference = None
+        if args.reference is not None:
+            try:
+                reference = engine.read_reference(args.reference)
+            except ReadError as e:
+                return _emit(Outcome(reports=(), error=str(e)), args)
+        return _emit(engine.doctor(paths, config, reference=reference), args)
+    if args.command == "compare":
+        from . import compare
+
+        try:
+            config = _config(args, (args.runs or [args.baseline])[0])
+        except ConfigError as e:
+            return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
+        if args.runs:
+            baseline, runs = args.baseline, args.runs
+        elif config.baseline:  # `compare RUN` with the baseline from the config
+            baseline, runs = Path(config.baseline), [args.baseline]
+        else:
+            return _emit(Outcome(reports=(), error="compare needs a BASELINE and at least one RUN "
+                                                   "(or baseline = \"...\" under [tool.trainproof])"), args)
+        return _emit(compare.compare(baseline, runs, config), args)
+    if args.command == "preflight":
+        from . import preflight as pre
+
+        try:
+            config = _config(args, args.datasets[0])
+        except ConfigError as e:
+            return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
+        if args.max_len is not None and args.max_len < 1:
+            return _emit(Outcome(reports=(), error="--max-len must be at least 1"), args)
+        return _emit(pre.preflight(args.datasets, config, eval_path=args.eval, tokenizer_dir=args.tokenizer,
+                                   max_len=args.max_len), args)
+    if args.command == "env":
+        return _env(args)
     if args.command == "epoch":
         try:
             config = _config(args, args.log)
@@ -121,6 +239,25 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _emit(engine.epoch(args.log, config), args)
     parser.error(f"unknown command {args.command}")
     return EXIT_NOT_CHECKED
+
+
+def _env(args: argparse.Namespace) -> int:
+    from . import engine
+    from .envcheck import EnvRequest
+    from .rules import BY_ID
+
+    try:
+        config = _config(args, args.cwd or args.entrypoint or Path("."))
+    except ConfigError as e:
+        return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
+    timeout = args.timeout if args.timeout is not None else \
+        config.limits_for(BY_ID["TP-ENV-IMPORT-TIMEOUT"]).timeout_s
+    if timeout <= 0 or args.keep < 1:
+        return _emit(Outcome(reports=(), error="--timeout must be > 0 and --keep >= 1"), args)
+    request = EnvRequest(entrypoint=args.entrypoint, module=args.module, cwd=args.cwd, python=args.python,
+                         timeout_s=timeout, run_entrypoint=args.run_entrypoint, required_gb=args.required_gb,
+                         checkpoint_gb=args.checkpoint_gb, keep=args.keep, output_dir=args.output_dir)
+    return _emit(engine.env(request, config, checkpoint=args.checkpoint), args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ command-line flags on top.
     select = ["TP-DIVERGE", "TP-NAN"]     # only these rules (default: all)
     ignore = ["TP-GRAD-SPIKE"]            # never these
     vocab_size = 151936                   # classes for TP-LOSS-ABOVE-UNIFORM
+    baseline = "runs/known-good"          # compare runs with this one (relative to this file)
 
     [tool.trainproof.limits.TP-DIVERGE]  # per-rule limits, by the names `rules ID` shows
     max_ratio = 2.0
@@ -38,6 +39,9 @@ class Config:
     vocab_size: int | None = None
     vocab_source: str | None = None
     source: str | None = None  # the file the settings came from
+    # A known-good run to compare with (`compare`, `doctor`); relative paths in a config
+    # file are relative to that file, so the editor and CI resolve the same run.
+    baseline: str | None = None
 
     def enabled(self, rule: Rule) -> bool:
         if rule.id in self.ignore:
@@ -91,8 +95,14 @@ def from_table(table: Mapping[str, Any], where: str) -> Config:
     vocab = table.get("vocab_size")
     if vocab is not None and (not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 2):
         raise ConfigError(f"{where}: vocab_size must be a whole number >= 2")
+    baseline = table.get("baseline")
+    if baseline is not None:
+        if not isinstance(baseline, str) or not baseline.strip():
+            raise ConfigError(f"{where}: baseline must be the path of a known-good run's log or folder")
+        baseline = str(Path(where).parent / baseline)  # an absolute path stays as it is
     return Config(select=select, ignore=ignore, limits=limits, vocab_size=vocab,
-                  vocab_source=f"vocab_size in {where}" if vocab else None, source=where)
+                  vocab_source=f"vocab_size in {where}" if vocab else None, source=where,
+                  baseline=baseline)
 
 
 def load_file(path: Path) -> Config:

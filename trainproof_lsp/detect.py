@@ -8,13 +8,14 @@ from pathlib import Path
 
 from .readers.coqui import looks_like_coqui
 from .readers.metrics import ALIASES, STEP_ALIASES
+from .readers.script import CONFIG_CLASSES
 
 HEAD_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Detected:
-    kind: str  # "metrics" | "dataset" | "tfevents" | "checkpoint" | "resident" | "other"
+    kind: str  # "metrics" | "dataset" | "tfevents" | "checkpoint" | "script" | "resident" | "other"
     format: str
     reason: str = ""  # for kinds this version does not judge: why
 
@@ -41,6 +42,7 @@ RESIDENTS = {
     "run_meta.json": "run notes; not a log",
 }
 _TFEVENTS = re.compile(r"events\.out\.tfevents\.")
+_TRAINING_CONFIG = re.compile(rb"\b(?:" + b"|".join(c.encode() for c in CONFIG_CLASSES) + rb")\s*\(")
 
 
 def _first_keys(head: bytes) -> set[str]:
@@ -61,9 +63,16 @@ def detect(path: Path, head: bytes) -> Detected:
     if name == "trainer_state.json" or (suffix == ".json" and b'"log_history"' in head):
         return Detected("metrics", "hf-trainer-state")
     if lower.endswith(".index.json"):
-        return Detected("checkpoint", "sharded-index", "checkpoint checks are not available in this version")
+        return Detected("checkpoint", "sharded-index")
     if suffix in _CHECKPOINT_SUFFIXES:
-        return Detected("checkpoint", suffix.lstrip("."), "checkpoint checks are not available in this version")
+        return Detected("checkpoint", suffix.lstrip("."))
+    if suffix == ".py":
+        # A training script has a TrainingArguments-family config to lint; any other
+        # Python file has nothing for the static lint to judge.
+        if _TRAINING_CONFIG.search(head):
+            return Detected("script", "python")
+        return Detected("other", "python", "Python file without a TrainingArguments/SFTConfig-family "
+                                           "call; nothing for the static lint to judge")
     if suffix in (".csv", ".tsv"):
         return Detected("metrics", "metrics-csv")
     if suffix in (".jsonl", ".ndjson") or (suffix == ".json" and head.lstrip()[:1] == b"["):
@@ -73,7 +82,7 @@ def detect(path: Path, head: bytes) -> Detected:
             return Detected("metrics", fmt)
         if keys & _DATASET_KEYS:
             return Detected("dataset", "dataset-jsonl" if suffix != ".json" else "dataset-json",
-                            "dataset checks are not available in this version")
+                            "training dataset (preflight checks)")
         # Unknown records: read as metrics so the report names the columns it saw.
         return Detected("metrics", fmt)
     if suffix == ".json":

@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from .config import Config
 from .detect import HEAD_BYTES, RESIDENTS, Detected, detect
 from .model import (Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                     Report, Run, Verdict)
 from .readers.adjacent import run_root
+from .readers.checkpoint import CheckpointFacts
+
+if TYPE_CHECKING:
+    from .envcheck import EnvRequest
 from .readers.coqui import read_coqui_log
 from .readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
 from .readers.mlflow import is_mlflow_run, read_mlflow_run
 from .readers.tensorboard import read_event_files, run_folder
 from .readers.trainer_state import read_trainer_state
-from .rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Skip, metric_rules
+from .rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Skip, metric_rules, rules_for
 from .rules.eventfile import CORRUPT_RULE, TRUNCATED_RULE
 from .tfevents import EventFileScan
 
@@ -132,7 +136,8 @@ def read_run(path: Path, detected: Detected, data: bytes | None = None) -> Run:
     return reader(path, data)
 
 
-def judge_file(path: Path, config: Config, *, data: bytes | None = None) -> Report:
+def judge_file(path: Path, config: Config, *, data: bytes | None = None,
+               reference: "CheckpointFacts | None" = None) -> Report:
     """One file (or editor buffer `data`) judged as whatever it is."""
     name = str(path)
     try:
@@ -141,6 +146,14 @@ def judge_file(path: Path, config: Config, *, data: bytes | None = None) -> Repo
         reason = f"{name}: cannot read ({e.strerror or e})"
         return not_checked(name, "unknown", "unknown", reason)
     detected = detect(path, head)
+    if detected.kind == "checkpoint":
+        return judge_checkpoint(path, config, reference=reference)
+    if detected.kind == "script":
+        return judge_script(path, config, data=data)
+    if detected.kind == "dataset":
+        from .preflight import judge_dataset  # preflight imports engine: import at call time
+
+        return judge_dataset(path, config, data=data)
     if detected.kind != "metrics":
         reason = f"{name}: {detected.reason or 'not a training log this version can read'}"
         return not_checked(name, detected.kind, detected.format, reason)
@@ -189,8 +202,9 @@ def judge_event_files(paths: list[Path], config: Config) -> Report:
 # --- doctor: whole folders ------------------------------------------------------------
 
 _SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache",
-              ".pytest_cache", ".tox", ".ruff_cache", "wandb-cache"}
-_CANDIDATE_SUFFIXES = {".json", ".jsonl", ".ndjson", ".csv", ".tsv", ".pt", ".pth", ".bin",
+              ".pytest_cache", ".tox", ".ruff_cache", "wandb-cache",
+              "site-packages", "dist-packages"}
+_CANDIDATE_SUFFIXES = {".json", ".jsonl", ".ndjson", ".csv", ".tsv", ".pt", ".pth", ".bin", ".py",
                        ".ckpt", ".safetensors", ".txt", ".log"}
 # An MLflow run folder's own bookkeeping (one file per metric/param/tag, no suffix).
 _MLFLOW_DIRS = {"metrics", "params", "tags"}
@@ -222,7 +236,12 @@ def _is_prefix(shorter: Run, longer: Run) -> bool:
         x == y or (x != x and y != y) for x, y in zip(a.values, b.values[:n]))
 
 
-def doctor(paths: Iterable[Path], config: Config) -> Outcome:
+def doctor(paths: Iterable[Path], config: Config, *,
+           also: Callable[[Run, Report], Report | None] | None = None,
+           reference: "CheckpointFacts | None" = None) -> Outcome:
+    """Judge whatever is at `paths`. `also`, when given, is called with every run judged
+    and its report; a report it returns follows the run's own (doctor --baseline: the
+    comparison)."""
     paths = list(paths)
     reports: list[Report] = []
     not_judged: list[NotJudged] = []
@@ -260,14 +279,17 @@ def doctor(paths: Iterable[Path], config: Config) -> Outcome:
         if detected.kind == "resident":
             passed_over.append(NotJudged(path=str(f), reason=detected.reason))
             continue
-        if detected.kind in ("tfevents", "checkpoint", "dataset"):
+        if detected.kind in ("checkpoint", "script", "dataset"):  # read without running: never unpickled, never imported
+            reports.append(judge_file(f, config, reference=reference))
+            continue
+        if detected.kind == "tfevents":
             not_judged.append(NotJudged(path=str(f), reason=detected.reason))
             continue
         if detected.kind == "other":
             passed_over.append(NotJudged(path=str(f), reason=detected.reason or "not a training log"))
             continue
         metric_files.append((f, detected))
-    reports.extend(_judge_metric_files(metric_files, config, not_judged))
+    reports.extend(_judge_metric_files(metric_files, config, not_judged, also))
     if not reports and not not_judged:
         where = ", ".join(str(p) for p in paths) or "."
         reports.append(not_checked(where, "folder", "folder",
@@ -331,8 +353,13 @@ def _merge_trainer_states(states: list[tuple[Path, Run]]) -> list[Run]:
     return runs
 
 
-def _judge_metric_files(files: list[tuple[Path, Detected]], config: Config,
-                        not_judged: list[NotJudged]) -> list[Report]:
+def _judge_metric_files(files: list[tuple[Path, Detected]], config: Config, not_judged: list[NotJudged],
+                        also: Callable[[Run, Report], Report | None] | None = None) -> list[Report]:
+    def judged(run: Run, extra: list[Finding] | None = None) -> list[Report]:
+        report = judge_run(run, config, extra=extra or ())
+        more = also(run, report) if also is not None else None
+        return [report] if more is None else [report, more]
+
     groups: dict[Path, list[tuple[Path, Detected]]] = {}
     for path, detected in files:
         groups.setdefault(_group_key(path, detected), []).append((path, detected))
@@ -373,11 +400,12 @@ def _judge_metric_files(files: list[tuple[Path, Detected]], config: Config,
             text = text_runs[0]
             primary, other = (event_run, text) if _loss_points(event_run) > _loss_points(text) else (text, event_run)
             merged = _with_sources(primary, primary.sources + tuple(s for s in other.sources if s not in primary.sources))
-            reports.append(judge_run(merged, config, extra=extra))
+            reports.extend(judged(merged, extra))
             continue
-        reports.extend(judge_run(run, config) for run in text_runs)
+        for run in text_runs:
+            reports.extend(judged(run))
         if event_run is not None:
-            reports.append(judge_run(event_run, config, extra=extra))
+            reports.extend(judged(event_run, extra))
     return reports
 
 
@@ -385,4 +413,106 @@ def epoch(path: Path, config: Config) -> Outcome:
     return Outcome(reports=(judge_file(path, config),))
 
 
-__all__ = ["judge_run", "judge_file", "doctor", "epoch", "verdict_of", "BY_ID"]
+# --- checkpoints, scripts, environment: facts judged by their rule families ------------------
+
+def judge_facts(facts: object, *, kind: str, path: str, fmt: str, config: Config,
+                sources: tuple[str, ...] = ()) -> Report:
+    """Every enabled rule of `kind` over one reader record (CheckpointFacts, ScriptFacts,
+    EnvFacts). A report whose worst finding is NOT-CHECKED carries that finding's message
+    as its one-line reason."""
+    findings: list[Finding] = []
+    checks: list[Check] = []
+    for rule in rules_for(kind):
+        if not config.enabled(rule):
+            checks.append(Check(group=rule.id, ran=False, reason="disabled by configuration"))
+            continue
+        limits = config.limits_for(rule)
+        assert rule.check is not None
+        try:
+            hits = list(rule.check(facts, limits, Context()))  # type: ignore[arg-type]
+        except Skip as s:
+            checks.append(Check(group=rule.id, ran=False, reason=str(s)))
+            continue
+        checks.append(Check(group=rule.id, ran=True))
+        findings.extend(Finding(id=rule.id, level=rule.level, message=h.message, evidence=dict(h.evidence),
+                                location=h.location, related=h.related, limits=rule.limits_dict(limits))
+                        for h in hits)
+    findings.sort(key=_sort_key)
+    verdict = verdict_of(findings)
+    reason = ""
+    if verdict is Verdict.NOT_CHECKED:
+        first = next(f for f in findings if f.level is Level.NOT_CHECKED)
+        reason = f"{path}: {first.message}"
+    return Report(artefact=Artefact(path=path, kind=kind, format=fmt, sources=sources or (path,)),
+                  verdict=verdict, findings=tuple(findings), checks=tuple(checks), reason=reason)
+
+
+def read_reference(path: Path) -> "CheckpointFacts":
+    """The --reference checkpoint (names and shapes only); ReadError with one line if unusable."""
+    from .readers.checkpoint import CheckpointError, read_checkpoint
+
+    if not path.exists():
+        raise ReadError(f"--reference {path}: no such file")
+    try:
+        facts = read_checkpoint(path, scan=False)
+    except CheckpointError as e:
+        raise ReadError(f"--reference {e}") from None
+    if not facts.tensors:
+        why = facts.problems[0].message if facts.problems else "no tensors in it"
+        raise ReadError(f"--reference {path}: not usable as a reference ({why})")
+    return facts
+
+
+def judge_checkpoint(path: Path, config: Config, *, reference: "CheckpointFacts | None" = None) -> Report:
+    """A checkpoint read without executing it (readers/checkpoint.py)."""
+    from dataclasses import replace
+
+    from .readers.checkpoint import CheckpointError, read_checkpoint
+
+    name = str(path)
+    try:
+        facts = read_checkpoint(path)
+    except CheckpointError as e:
+        return not_checked(name, "checkpoint", "unknown", str(e))
+    except ReadError as e:
+        return not_checked(name, "checkpoint", "sharded-index", str(e), e)
+    except (ValueError, OverflowError, RecursionError, MemoryError) as e:
+        return not_checked(name, "checkpoint", "unknown", f"{name}: unreadable ({type(e).__name__}: {e})")
+    if reference is not None:
+        facts = replace(facts, reference=reference)
+    return judge_facts(facts, kind="checkpoint", path=name, fmt=facts.format, config=config)
+
+
+def judge_script(path: Path, config: Config, *, data: bytes | None = None) -> Report:
+    """A training script's config, read with ast (readers/script.py); never imported."""
+    from .readers.script import read_script
+
+    name = str(path)
+    try:
+        facts = read_script(path, data)
+    except ReadError as e:
+        return not_checked(name, "script", "python", str(e), e)
+    return judge_facts(facts, kind="script", path=name, fmt="python", config=config)
+
+
+def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None) -> Outcome:
+    """`trainproof-lsp env`: the environment report, and the resume checkpoint's if given."""
+    from .envcheck import collect
+    from .readers.checkpoint import CheckpointFacts as Facts, Problem
+
+    facts = collect(request)
+    reports = [judge_facts(facts, kind="env", path=facts.path, fmt="import-probe", config=config)]
+    if checkpoint is not None:
+        if checkpoint.exists():
+            reports.append(judge_checkpoint(checkpoint, config))
+        else:
+            missing = Facts(path=str(checkpoint), format="missing", size=0, problems=(Problem(
+                kind="missing", message=f"the checkpoint to resume from does not exist: {checkpoint}"),),
+                scan_note="no such file")
+            reports.append(judge_facts(missing, kind="checkpoint", path=str(checkpoint), fmt="missing",
+                                       config=config))
+    return Outcome(reports=tuple(reports))
+
+
+__all__ = ["judge_run", "judge_file", "doctor", "epoch", "verdict_of", "BY_ID", "judge_facts",
+           "judge_checkpoint", "judge_script", "read_reference", "env"]

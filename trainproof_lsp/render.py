@@ -50,10 +50,13 @@ def finding_json(f: Finding) -> dict[str, Any]:
     }
 
 
+def _artefact_json(a: Any) -> dict[str, Any]:
+    return {"path": a.path, "kind": a.kind, "format": a.format, "sources": list(a.sources)}
+
+
 def report_json(r: Report) -> dict[str, Any]:
-    return {
-        "artefact": {"path": r.artefact.path, "kind": r.artefact.kind, "format": r.artefact.format,
-                     "sources": list(r.artefact.sources)},
+    out = {
+        "artefact": _artefact_json(r.artefact),
         "verdict": r.verdict.value,
         "reason": r.reason,
         "findings": [finding_json(f) for f in r.findings],
@@ -62,6 +65,11 @@ def report_json(r: Report) -> dict[str, Any]:
             "skipped": [{"id": c.group, "reason": c.reason} for c in r.checks if not c.ran],
         },
     }
+    baseline = getattr(r, "baseline", None)  # a comparison report (compare.ComparisonReport)
+    if baseline is not None:
+        out["baseline"] = _artefact_json(baseline)
+        out["comparison"] = {k: _number(v) for k, v in getattr(r, "comparison", {}).items()}
+    return out
 
 
 def outcome_json(o: Outcome) -> dict[str, Any]:
@@ -97,7 +105,9 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
         shown: dict[str, int] = {}
         hidden: dict[str, int] = {}
         for f in r.findings:
-            if f.id == "TP-NOT-CHECKED" or (f.level is Level.INFO and not verbose):
+            # A NOT-CHECKED finding that is the report's reason is printed once, as the reason.
+            if f.id == "TP-NOT-CHECKED" or (f.level is Level.NOT_CHECKED and f.message == r.reason) or (
+                    f.level is Level.INFO and not verbose):
                 continue
             shown[f.id] = shown.get(f.id, 0) + 1
             if shown[f.id] > TEXT_CAP_PER_RULE:
@@ -119,6 +129,8 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
             continue
         counted = [f for f in r.findings if f.level in (Level.FAIL, Level.WARN)]
         sources = f" ({len(r.artefact.sources)} sources)" if len(r.artefact.sources) > 1 else ""
+        baseline = getattr(r, "baseline", None)
+        sources += f" vs baseline {baseline.path}" if baseline is not None else ""
         out.append(
             f"== {r.artefact.path}{sources}: {r.verdict.value} — {len(counted)} finding(s); "
             f"{len(ran)} check(s) ran, {len(skipped)} skipped"
@@ -145,7 +157,65 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
     extra = f"; {len(o.not_judged)} not judged" if o.not_judged else ""
     extra += f"; {len(o.passed_over)} passed over" if o.passed_over and not verbose else ""
     out.append(f"{len(o.reports)} report(s): {summary or 'none'}{extra}. Worst: {o.worst_verdict.value}")
+    out.extend(ranking_table(o.reports))
     return "\n".join(out) + "\n"
+
+
+_RANK_ORDER = {Verdict.PASS: 0, Verdict.WARN: 1, Verdict.FAIL: 2, Verdict.NOT_CHECKED: 3}
+
+
+def _ratio(v: Any) -> str:
+    return f"{v:.2f}x" if isinstance(v, (int, float)) and math.isfinite(v) else "-"
+
+
+def _pct(v: Any) -> str:
+    return f"{v:+.1%}" if isinstance(v, (int, float)) and math.isfinite(v) else "-"
+
+
+def ranking_table(reports: Iterable[Report]) -> list[str]:
+    """Comparison reports ranked against their baseline: PASS before WARN before FAIL,
+    then by end ratio (lower is better); NOT-CHECKED last, unranked. One table per
+    baseline."""
+    by_baseline: dict[str, list[Report]] = {}
+    for r in reports:
+        baseline = getattr(r, "baseline", None)
+        if baseline is not None:
+            by_baseline.setdefault(baseline.path, []).append(r)
+    out: list[str] = []
+    for base, group in by_baseline.items():
+        def key(r: Report) -> tuple:
+            end = getattr(r, "comparison", {}).get("end_ratio")
+            return (_RANK_ORDER[r.verdict], end if isinstance(end, (int, float)) else math.inf, r.artefact.path)
+
+        group = sorted(group, key=key)
+        verdicts = {getattr(r, "comparison", {}).get("baseline_verdict") for r in group} - {None}
+        own = f" (judged alone: {verdicts.pop()})" if len(verdicts) == 1 else ""
+        out.append("")
+        axes = {getattr(r, "comparison", {}).get("axis") for r in group} - {None}
+        at = {"step": "steps", "fraction": "fractions of the schedule"}.get(axes.pop() if axes else "step", "") \
+            if len(axes) <= 1 else ""
+        out.append(f"ranking against baseline {base}{own}; ratios are run/baseline at the same "
+                   f"{at or 'steps (or fractions of the schedule: comparison.axis in --json)'}:")
+        out.append(f"  {'#':>2}  {'verdict':<11} {'end':>6} {'floor':>6} {'loss change':>11} "
+                   f"{'(baseline)':>10} {'eval best':>9} {'eval end':>8}  run")
+        rank = 0
+        for r in group:
+            c = getattr(r, "comparison", {})
+            ids = sorted({f.id for f in r.findings if f.level in (Level.FAIL, Level.WARN)})
+            if r.verdict is Verdict.NOT_CHECKED:
+                why = r.reason if r.reason.startswith(r.artefact.path) else f"{r.artefact.path}: {r.reason}"
+                out.append(f"  {'-':>2}  {r.verdict.value:<11} {'':>56}  {why}")
+                continue
+            rank += 1
+            change = c.get("run_improvement")
+            base_change = c.get("baseline_improvement")
+            out.append(
+                f"  {rank:>2}  {r.verdict.value:<11} {_ratio(c.get('end_ratio')):>6} "
+                f"{_ratio(c.get('floor_ratio')):>6} {_pct(-change if change is not None else None):>11} "
+                f"{_pct(-base_change if base_change is not None else None):>10} "
+                f"{_ratio(c.get('eval_best_ratio')):>9} {_ratio(c.get('eval_end_ratio')):>8}  "
+                f"{r.artefact.path}" + (f"  {' '.join(ids)}" if ids else ""))
+    return out
 
 
 # --- SARIF ---------------------------------------------------------------------------
@@ -187,6 +257,9 @@ def to_sarif(o: Outcome) -> str:
                 "properties": {"evidence": {k: _number(v) for k, v in f.evidence.items()},
                                "verdict": r.verdict.value},
             }
+            baseline = getattr(r, "baseline", None)
+            if baseline is not None:
+                res["properties"]["baseline"] = baseline.path
             if f.related:
                 res["relatedLocations"] = [
                     {"id": i, **_sarif_location(rel.location), "message": {"text": rel.message}}

@@ -7,7 +7,9 @@ entries; tests/test_registry.py fails when they drift.
 from __future__ import annotations
 
 from ..model import Level
-from . import dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
+from . import compare, dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
+from . import checkpoint, env, script
+from . import dataset, tokenizer
 from .base import Context, Rule, Skip
 
 NOT_CHECKED_DOC = """The artefact could not be judged.
@@ -59,6 +61,22 @@ REGISTRY: tuple[Rule, ...] = (
     timing.THROUGHPUT_RULE,
     eventfile.TRUNCATED_RULE,
     eventfile.CORRUPT_RULE,
+    compare.FLOOR_RULE,
+    compare.END_RULE,
+    compare.NEG_RULE,
+    compare.DEFICIT_RULE,
+    compare.GRADNORM_RULE,
+    compare.EVAL_BEST_RULE,
+    compare.EVAL_END_RULE,
+    compare.OVERFIT_RULE,
+    compare.BAD_BASELINE_RULE,
+    compare.UNCOMPARABLE_RULE,
+    compare.CMP_ERROR_RULE,
+    *checkpoint.RULES,  # explicit tuples in rules/checkpoint.py, rules/script.py, rules/env.py
+    *script.RULES,
+    *env.RULES,
+    *dataset.DATASET_RULES,  # rules/dataset.py, rules/tokenizer.py
+    *tokenizer.TOKENIZER_RULES,
     SKIPPED_RECORDS,
     NOT_CHECKED,
 )
@@ -70,4 +88,9 @@ def metric_rules() -> tuple[Rule, ...]:
     return tuple(r for r in REGISTRY if r.applies_to == "metrics" and r.check is not None)
 
 
-__all__ = ["REGISTRY", "BY_ID", "Rule", "Skip", "Context", "NOT_CHECKED", "SKIPPED_RECORDS", "metric_rules"]
+def rules_for(kind: str) -> tuple[Rule, ...]:
+    """The rules that judge one artefact kind ("checkpoint", "script", "env")."""
+    return tuple(r for r in REGISTRY if r.applies_to == kind and r.check is not None)
+
+
+__all__ = ["REGISTRY", "BY_ID", "Rule", "Skip", "Context", "NOT_CHECKED", "SKIPPED_RECORDS", "metric_rules", "rules_for"]

@@ -24,9 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
-from .. import engine
-from ..config import Config, ConfigError, discover, load_file, with_vocab
-from ..detect import HEAD_BYTES, detect
 from ..model import Finding, Report, Run
 from . import datasets
 from .diagnostics import capped
@@ -34,7 +31,12 @@ from .documents import LineDocument, LineEdit
 from .kinds import DocKind, kind_of
 
 if TYPE_CHECKING:
+    from ..config import Config
     from .app import TrainproofServer
+
+# The engine (readers, rules) is imported on first use, in a worker thread, not at
+# start-up: `initialize` is answered before any of it is loaded.
+HEAD_BYTES = 64 * 1024  # detect.HEAD_BYTES; checked equal by tests/test_lsp_units.py
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,9 @@ class DocResult:
     def run(self, path: Path) -> Run | None:
         """The metric run behind a log's findings (for sparklines), read once on demand."""
         if self._run is None and self.kind.kind == "metrics" and self.data is not None:
+            from .. import engine
+            from ..detect import detect
+
             try:
                 self._run = engine.read_run(path, detect(path, self.data[:HEAD_BYTES]), self.data)
             except Exception:  # a hover without a picture, never an error
@@ -69,16 +74,20 @@ class Configs:
 
     def __init__(self, server: "TrainproofServer") -> None:
         self._server = server
-        self._cache: dict[Path, Config] = {}
+        self._cache: dict[Path, "Config"] = {}
         self._reported: set[str] = set()
 
     def clear(self) -> None:
         self._cache.clear()
         self._reported.clear()
 
-    def for_path(self, path: Path) -> Config:
+    def for_path(self, path: Path) -> "Config":
         folder = path.parent
         config = self._cache.get(folder)
+        if config is not None:
+            return config
+        from ..config import Config, ConfigError, discover, load_file, with_vocab
+
         if config is None:
             settings = self._server.tp.settings
             try:
@@ -96,22 +105,34 @@ class Configs:
         return config
 
 
-def _judge_buffer(path: Path, data: bytes | None, lines: list[str] | None, config: Config,
+def _judge_buffer(path: Path, text: str | None, lines: list[str] | None, config: Config,
                   kind: DocKind) -> tuple[Report | None, bytes | None, str]:
-    """Runs in a worker thread. Never raises: an engine bug is a NOT-CHECKED report."""
-    if data is None:
-        data = "\n".join(lines or ()).encode("utf-8", "replace")
+    """Runs in a worker thread, on a snapshot of the buffer (its text, or a copy of its
+    line list). Never raises: an engine bug is a NOT-CHECKED report."""
+    from .. import engine
+
+    if text is None:
+        text = "\n".join(lines or ())
     try:
-        if kind.kind == "metrics":
-            return engine.judge_file(path, config, data=data), data, ""
-        if kind.kind == "dataset":
-            report, note = datasets.judge_buffer(path, config, data)
-            return report, None, note
+        if kind.kind == "config":
+            return _judge_tokenizer(path, config), None, ""
+        if kind.kind == "dataset" and not datasets.available():
+            return None, None, datasets.UNAVAILABLE
+        data = text.encode("utf-8", "replace")
+        return engine.judge_file(path, config, data=data), data, ""
     except Exception as e:  # never a dead server: say what happened on the document
         log.exception("judging %s failed", path)
         reason = f"{path}: internal error while judging ({type(e).__name__}: {e})"
         return engine.not_checked(str(path), kind.kind, kind.format, reason), None, ""
-    return None, None, ""
+
+
+def _judge_tokenizer(path: Path, config: "Config") -> Report | None:
+    """A tokenizer file is judged with its folder, from disk (the rules need the other
+    files of the folder too)."""
+    module = datasets.preflight()
+    if module is None or not hasattr(module, "judge_tokenizer"):
+        return None
+    return module.judge_tokenizer(path.parent, config)
 
 
 class Analyzer:
@@ -127,25 +148,26 @@ class Analyzer:
     # --- scheduling ------------------------------------------------------------------
 
     def opened(self, doc: LineDocument) -> None:
-        self.kinds[doc.uri] = kind_of(doc.path, doc.data[:HEAD_BYTES] if len(doc.lines) < 4096
-                                      else "\n".join(doc.lines[:4096]).encode("utf-8", "replace")[:HEAD_BYTES],
+        self.kinds[doc.uri] = kind_of(doc.path, doc.head(HEAD_BYTES).encode("utf-8", "replace"),
                                       self._server.tp.settings.entrypoints)
         self.sessions.pop(doc.uri, None)
         self.schedule(doc.uri, 0.0)
 
-    def changed(self, doc: LineDocument, edits: list[LineEdit]) -> None:
-        kind = self.kinds.get(doc.uri)
+    def edited(self, doc: LineDocument, edit: LineEdit) -> None:
+        """One content change, just applied to `doc` (called once per change, in order)."""
         session = self.sessions.get(doc.uri)
         if session is not None:
             try:
-                for edit in edits:
-                    session.apply(edit, doc.lines)
+                session.apply(edit, doc.lines)
             except Exception:  # the session is only a cache: start over from the text
                 log.exception("incremental re-check of %s failed; checking the whole buffer", doc.uri)
                 self.sessions.pop(doc.uri, None)
+
+    def changed(self, doc: LineDocument, edits: list[LineEdit]) -> None:
+        kind = self.kinds.get(doc.uri)
         if kind is not None and any(e.start == 0 for e in edits) and kind.kind in ("metrics", "other", "dataset"):
             # The first line decides what a JSON file is; an edit there may change it.
-            self.kinds[doc.uri] = kind_of(doc.path, "\n".join(doc.lines[:4096]).encode("utf-8", "replace")[:HEAD_BYTES],
+            self.kinds[doc.uri] = kind_of(doc.path, doc.head(HEAD_BYTES).encode("utf-8", "replace"),
                                           self._server.tp.settings.entrypoints)
             if self.kinds[doc.uri] != kind:
                 self.sessions.pop(doc.uri, None)
@@ -230,27 +252,30 @@ class Analyzer:
         note = ""
         report: Report | None = None
         data: bytes | None = None
-        if kind.kind == "dataset":
+        if kind.kind == "dataset" and datasets.incremental_available():
             session = self.sessions.get(doc.uri)
-            if session is None and datasets.incremental_available():
+            if session is not None and session.needs_rescan:
+                session = None
+            if session is None:
                 loop = asyncio.get_running_loop()
-                lines = list(doc.lines)
-                session = await loop.run_in_executor(
-                    self.executor, datasets.open_session, doc.path, config, lines)
+                text, lines = doc.snapshot()
+                session, report = await loop.run_in_executor(
+                    self.executor, datasets.open_session, doc.path, config, text, lines)
                 if self._server.tp.documents.get(doc.uri) is not doc or doc.version != version:
                     return None  # edited while the first scan ran: the next run starts over
+                self._split_later(doc, text)
                 if session is not None:
                     self.sessions[doc.uri] = session
-            if session is not None:
-                report = session.report()
+                else:
+                    self.sessions.pop(doc.uri, None)
             else:
-                report, data, note = await self._in_thread(doc, config, kind)
-        elif kind.kind == "metrics":
+                report = session.report()
+        elif kind.lint and kind.kind in ("metrics", "dataset", "script", "config"):
             report, data, note = await self._in_thread(doc, config, kind)
         elif kind.kind == "script":
-            note = "training script: use the code lenses to check its environment or its run folder"
+            note = "training script: no TrainingArguments-family call for the static lint; see the code lenses"
         elif kind.kind == "config":
-            note = "model/tokenizer config: read by doctor for vocab_size; nothing to judge on its own"
+            note = "model config: read by doctor for vocab_size/num_labels; nothing to judge on its own"
         if doc.version != version or self._server.tp.documents.get(doc.uri) is not doc:
             return None
         findings = tuple(f for f in report.findings if f.location.path == str(doc.path)) if report else ()
@@ -264,9 +289,17 @@ class Analyzer:
 
     async def _in_thread(self, doc: LineDocument, config: Config, kind: DocKind):
         loop = asyncio.get_running_loop()
-        # The worker gets a snapshot: the cached text if there is one, else a copy of the
-        # line list (a pointer copy), joined in the worker, off the loop.
-        data = doc._bytes
-        lines = None if data is not None else list(doc.lines)
-        return await loop.run_in_executor(self.executor, _judge_buffer, doc.path, data, lines,
-                                          config, kind)
+        text, lines = doc.snapshot()
+        report, data, note = await loop.run_in_executor(
+            self.executor, _judge_buffer, doc.path, text, lines, config, kind)
+        self._split_later(doc, text)
+        return report, data, note
+
+    def _split_later(self, doc: LineDocument, text: str | None) -> None:
+        """Split a freshly opened buffer into lines in a worker, after its diagnostics
+        are out (a first edit before that splits it itself)."""
+        if text is None or doc._lines is not None or len(text) < 1 << 16:
+            return
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self.executor, text.split, "\n")
+        future.add_done_callback(lambda f: None if f.cancelled() or f.exception() else doc.adopt_lines(text, f.result()))

@@ -13,6 +13,7 @@ A diagnostic carries:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -21,7 +22,6 @@ from lsprotocol import types as lsp
 
 from ..model import Finding, Level, Location, Report, Span
 from ..positions import client_column
-from ..render import finding_json
 from .documents import path_to_uri
 
 SOURCE = "trainproof"
@@ -34,7 +34,9 @@ SEVERITY = {
 }
 _ORDER = {Level.FAIL: 0, Level.WARN: 1, Level.NOT_CHECKED: 2, Level.INFO: 3}
 
-LineText = Callable[[str, int], str]  # (path, line) -> the line's text, for column units
+# (path, line) -> the line's text, for column units; None when the file is all ASCII and
+# columns need no conversion.
+LineText = Callable[[str, int], "str | None"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,16 +53,17 @@ def lsp_range(span: Span | None, path: str, line_text: LineText, encoding: str) 
     if span is None:
         return lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0))
     sl, el = max(span.start_line, 0), max(span.end_line, 0)
-    start = client_column(line_text(path, sl), span.start_char, encoding)
-    end = client_column(line_text(path, el), span.end_char, encoding)
+    start_text = line_text(path, sl)
+    start = span.start_char if start_text is None else client_column(start_text, span.start_char, encoding)
+    end_text = start_text if el == sl else line_text(path, el)
+    end = span.end_char if end_text is None else client_column(end_text, span.end_char, encoding)
     return lsp.Range(start=lsp.Position(line=sl, character=start), end=lsp.Position(line=el, character=end))
 
 
 def to_diagnostic(f: Finding, line_text: LineText, how: Presentation) -> lsp.Diagnostic:
     loc = f.location
-    payload = finding_json(f)
-    data = {"id": f.id, "level": f.level.value, "evidence": payload.get("evidence", {}),
-            "limits": payload.get("limits", {})}
+    data = {"id": f.id, "level": f.level.value, "evidence": {k: _json_number(v) for k, v in f.evidence.items()},
+            "limits": {k: _json_number(v) for k, v in f.limits.items()}}
     related = None
     if how.related_information and f.related:
         related = [lsp.DiagnosticRelatedInformation(
@@ -78,6 +81,13 @@ def to_diagnostic(f: Finding, line_text: LineText, how: Presentation) -> lsp.Dia
         data=data,
         related_information=related,
     )
+
+
+def _json_number(v: object) -> object:
+    """JSON has no NaN/Infinity: the strings CONTRACTS.md uses (as render.py writes them)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    return v
 
 
 def _message(f: Finding) -> str:

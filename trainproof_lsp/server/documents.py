@@ -36,11 +36,18 @@ def path_to_uri(path: str | Path) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LineEdit:
-    """Lines [start, end] (inclusive) of the old text became `count` new lines at start."""
+    """Lines [start, end] (inclusive) of the old text became `count` new lines at start.
+    `old` holds the replaced lines' text (empty for a whole-document replacement)."""
 
     start: int
     end: int
     count: int
+    old: tuple[str, ...] = ()
+    whole: bool = False
+
+    @property
+    def delta(self) -> int:
+        return self.count - (self.end - self.start + 1)
 
 
 @dataclass(eq=False)
@@ -48,19 +55,66 @@ class LineDocument:
     uri: str
     version: int
     language_id: str
-    lines: list[str]
+    _lines: list[str] | None = field(default=None, repr=False)
     path: Path = field(init=False)
     _text: str | None = field(default=None, repr=False)
     _bytes: bytes | None = field(default=None, repr=False)
+    # Every character ASCII: columns are the same in every position encoding, so no line
+    # text is needed to place a diagnostic. Kept conservatively (an edit that removes the
+    # last non-ASCII character leaves it False).
+    ascii: bool = False
 
     def __post_init__(self) -> None:
         self.path = uri_to_path(self.uri)
 
     @classmethod
     def from_text(cls, uri: str, version: int, language_id: str, text: str) -> "LineDocument":
-        doc = cls(uri=uri, version=version, language_id=language_id, lines=text.split("\n"))
+        # The line list is built on first need (an edit, a column), or handed over by the
+        # worker that scanned the text (`adopt_lines`): opening a 100k-line buffer does
+        # not split it on the event loop.
+        doc = cls(uri=uri, version=version, language_id=language_id)
         doc._text = text
+        doc.ascii = text.isascii()
         return doc
+
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = (self._text or "").split("\n")
+        return self._lines
+
+    @lines.setter
+    def lines(self, value: list[str]) -> None:
+        self._lines = value
+
+    def adopt_lines(self, text: str, lines: list[str]) -> None:
+        """Lines split elsewhere from `text`, used if the document still holds that text."""
+        if self._lines is None and self._text is text:
+            self._lines = lines
+
+    def head(self, size: int) -> str:
+        """The first `size` characters, without joining a big buffer."""
+        if self._text is not None:
+            return self._text[:size]
+        out, total = [], 0
+        for line in self.lines:
+            out.append(line)
+            total += len(line) + 1
+            if total >= size:
+                break
+        return "\n".join(out)[:size]
+
+    def snapshot(self) -> tuple[str | None, list[str] | None]:
+        """What a worker may read while the loop goes on editing: the immutable text when
+        there is one, else a copy of the line list (a pointer copy, no string copies)."""
+        if self._text is not None:
+            return self._text, None
+        return None, list(self.lines)
+
+    def line_count(self) -> int:
+        if self._lines is None and self._text is not None:
+            return self._text.count("\n") + 1
+        return len(self.lines)
 
     @property
     def text(self) -> str:
@@ -76,6 +130,10 @@ class LineDocument:
             self._bytes = self.text.encode("utf-8", "replace")
         return self._bytes
 
+    def line_for_columns(self, index: int) -> str | None:
+        """The line's text where column units may differ, None where they cannot."""
+        return None if self.ascii else self.line(index)
+
     def line(self, index: int) -> str:
         if 0 <= index < len(self.lines):
             text = self.lines[index]
@@ -86,7 +144,8 @@ class LineDocument:
         old_end = len(self.lines) - 1
         self.lines = text.split("\n")
         self._text, self._bytes = text, None
-        return LineEdit(0, old_end, len(self.lines))
+        self.ascii = text.isascii()
+        return LineEdit(0, old_end, len(self.lines), whole=True)
 
     def apply(self, start: tuple[int, int], end: tuple[int, int], new_text: str,
               encoding: str) -> LineEdit:
@@ -110,6 +169,8 @@ class LineDocument:
             replacement = (head + new_text + tail).split("\n")
         else:
             replacement = [head + new_text + tail]
+        self.ascii = self.ascii and new_text.isascii()
+        old = tuple(self.lines[sl:el + 1])
         self.lines[sl:el + 1] = replacement
         self._text = self._bytes = None
-        return LineEdit(sl, el, len(replacement))
+        return LineEdit(sl, el, len(replacement), old)

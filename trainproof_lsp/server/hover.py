@@ -13,7 +13,6 @@ from typing import Any, Sequence
 from lsprotocol import types as lsp
 
 from ..model import LOSS, Finding, Run
-from ..rules import BY_ID
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 NON_FINITE = "×"
@@ -47,6 +46,8 @@ def _number(v: Any) -> str:
 def event_window(run: Run, finding: Finding) -> tuple[str, list[float], int, list[int]] | None:
     """(series name, values, index of the event, steps) around the log entry the finding
     points at, or None when the run has no such series."""
+    from ..rules import BY_ID
+
     rule = BY_ID.get(finding.id)
     names = [n for n in (rule.needs if rule else ())] + [LOSS]
     series = next((run.get(n) for n in names if run.get(n) is not None), None)
@@ -65,6 +66,8 @@ def event_window(run: Run, finding: Finding) -> tuple[str, list[float], int, lis
 
 
 def hover_markdown(findings: Sequence[Finding], run: Run | None) -> str:
+    from ..rules import BY_ID
+
     parts = []
     for f in findings:
         rule = BY_ID.get(f.id)
@@ -95,3 +98,22 @@ def to_hover(findings: Sequence[Finding], run: Run | None, markdown: bool) -> ls
     text = hover_markdown(findings, run)
     kind = lsp.MarkupKind.Markdown if markdown else lsp.MarkupKind.PlainText
     return lsp.Hover(contents=lsp.MarkupContent(kind=kind, value=text))
+
+
+def register(ls) -> None:
+    tp = ls.tp
+
+    @ls.feature(lsp.TEXT_DOCUMENT_HOVER)
+    async def on_hover(ls, params: lsp.HoverParams) -> lsp.Hover | None:
+        uri = params.text_document.uri
+        doc = tp.documents.get(uri)
+        result = await tp.analyzer.current(uri, timeout=5.0)
+        if doc is None or result is None:
+            return None
+        line = params.position.line
+        here = [f for f in result.findings if (f.location.span is None and line == 0) or (
+            f.location.span is not None and f.location.span.start_line <= line <= f.location.span.end_line)]
+        if not here:
+            return None
+        run = result.run(doc.path) if result.kind.kind == "metrics" else None
+        return to_hover(here, run, tp.features.hover_markdown)

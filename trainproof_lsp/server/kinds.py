@@ -1,14 +1,15 @@
-"""What an open document is, for the server: the engine's detection decides, the server
-only adds the two kinds the engine does not see as files to judge (training scripts and
-model/tokenizer configs) and which optional engine modules can judge them.
+"""What an open document is. The engine's detection (detect.py) decides; the server adds
+only what an editor needs beyond it: a Python file that imports a training framework (or
+is a configured entrypoint) gets the script lenses even when the static lint has nothing
+to judge in it, and model/tokenizer configs get their folder's lenses and checks.
 
-    kind        judged by                                    shown as
-    metrics     engine.judge_file (buffer)                   diagnostics, hover, lenses
-    dataset     preflight.judge_dataset (buffer), if present  diagnostics, summary lens
-    script      nothing on open; env check on command        lenses
-    config      nothing in this version                      a doctor lens
-    binary      from disk (doctor, watched files)            diagnostics on its own URI
-    other       nothing                                      nothing
+    kind      judged from the buffer by        lenses
+    metrics   engine.judge_file                verdict, doctor, compare, baseline
+    dataset   preflight (incremental session)  preflight summary, check on disk
+    script    engine.judge_file (static lint)  check environment, doctor <output dir>
+    config    preflight.judge_tokenizer (disk) doctor <folder>
+    binary    from disk only (doctor, watched files)
+    other     nothing
 """
 
 from __future__ import annotations
@@ -19,15 +20,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..detect import HEAD_BYTES, detect
 
 # `import torch`, `from transformers import Trainer`, `import lightning.pytorch as pl`...
 _FRAMEWORK_IMPORT = re.compile(
-    rb"^\s*(?:from|import)\s+(?:transformers|trl|peft|accelerate|lightning|pytorch_lightning|"
-    rb"torch|keras|tensorflow|axolotl|TTS|trainer|deepspeed|unsloth|datasets)\b", re.M)
-_CONFIG_NAMES = frozenset({"config.json", "generation_config.json", "adapter_config.json",
-                           "tokenizer_config.json", "special_tokens_map.json",
-                           "tokenizer.json", "preprocessor_config.json"})
+    rb"^[ \t]*(?:from|import)[ \t]+(?:transformers|trl|peft|accelerate|lightning|pytorch_lightning|"
+    rb"torch|keras|tensorflow|axolotl|TTS|deepspeed|unsloth)\b", re.M)
+MODEL_CONFIGS = frozenset({"config.json", "generation_config.json", "adapter_config.json"})
+TOKENIZER_FILES = frozenset({"tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,34 +34,34 @@ class DocKind:
     kind: str  # metrics | dataset | script | config | binary | other
     format: str
     reason: str = ""
+    lint: bool = True  # the engine has something to judge in the buffer
 
 
 def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKind:
+    from ..detect import HEAD_BYTES, detect  # the engine's detection, loaded on first use
+
     head = head[:HEAD_BYTES]
+    if path.name in MODEL_CONFIGS or path.name in TOKENIZER_FILES:
+        return DocKind("config", path.name, lint=path.name in TOKENIZER_FILES)
+    detected = detect(path, head)
+    if detected.kind in ("metrics", "dataset", "script"):
+        return DocKind(detected.kind, detected.format, detected.reason)
+    if detected.kind in ("tfevents", "checkpoint"):
+        return DocKind("binary", detected.format, detected.reason)
     if path.suffix == ".py":
         configured = any(path.match(e) or str(path).endswith(e.lstrip("./")) for e in entrypoints)
         if configured or _FRAMEWORK_IMPORT.search(head):
-            return DocKind("script", "python")
-        return DocKind("other", "python")
-    if path.name in _CONFIG_NAMES:
-        return DocKind("config", path.name)
-    detected = detect(path, head)
-    if detected.kind == "metrics":
-        return DocKind("metrics", detected.format)
-    if detected.kind == "dataset":
-        return DocKind("dataset", detected.format, detected.reason)
-    if detected.kind in ("tfevents", "checkpoint"):
-        return DocKind("binary", detected.format, detected.reason)
-    return DocKind("other", detected.format, detected.reason)
+            return DocKind("script", "python", detected.reason, lint=False)
+    return DocKind("other", detected.format, detected.reason, lint=False)
 
 
 def optional_module(name: str):
-    """An engine module another part of the project provides (preflight, compare,
-    envcheck), or None while this version does not have it."""
+    """An engine module that may be missing from an older or partial installation
+    (preflight, compare, envcheck): None then, and the feature says it is unavailable."""
     full = f"trainproof_lsp.{name}"
-    if importlib.util.find_spec(full) is None:
-        return None
     try:
+        if importlib.util.find_spec(full) is None:
+            return None
         return importlib.import_module(full)
     except Exception:  # a half-installed module must not take the server down
         return None

@@ -1,0 +1,169 @@
+"""`trainproof-lsp env`: the script's imports are probed in a child process of the chosen
+interpreter; each failure kind is told apart and located on the script's import line; the
+script's own top-level code never runs unless asked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, REPO, line_with
+
+TRAIN = """\
+import json
+import definitely_not_installed_xyz
+from namemod import present, missing_name
+import raisemod
+import crashmod
+import exitmod
+import sysexitmod
+import hangmod
+try:
+    import optional_missing_xyz
+except ImportError:
+    optional_missing_xyz = None
+
+
+def main():
+    import lazy_missing_xyz
+
+
+open("TOP_LEVEL_RAN", "w").write("training started")
+"""
+
+MODULES = {
+    "namemod.py": "present = 1\n",
+    "raisemod.py": "raise RuntimeError('CUDA driver too old')\n",
+    "crashmod.py": "import ctypes\nctypes.string_at(0)\n",
+    "exitmod.py": "import os\nos._exit(3)\n",
+    "sysexitmod.py": "import sys\nsys.exit('configuration missing')\n",
+    "hangmod.py": "import time\ntime.sleep(60)\n",
+}
+
+
+def env_cli(*args: str | Path, cwd: Path) -> tuple[int, dict]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "trainproof_lsp", "env", *map(str, args), "--json"], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert "Traceback" not in proc.stdout, proc.stdout
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    project = tmp_path_factory.mktemp("project")
+    (project / "train.py").write_text(TRAIN)
+    for name, body in MODULES.items():
+        (project / name).write_text(body)
+    rc, data = env_cli("--entrypoint", "train.py", "--timeout", "3", cwd=project)
+    return project, rc, data
+
+
+def findings(data: dict) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for f in data["reports"][0]["findings"]:
+        out.setdefault(f["id"], []).append(f)
+    return out
+
+
+def by_module(data: dict) -> dict[str, dict]:
+    return {f["evidence"]["module"]: f for f in data["reports"][0]["findings"] if "module" in f["evidence"]}
+
+
+def line(f: dict) -> int:
+    return f["location"]["range"]["start"]["line"]
+
+
+@pytest.mark.parametrize("module,rule_id,outcome,needle", [
+    ("definitely_not_installed_xyz", "TP-ENV-IMPORT-FAIL", "module-not-found", "import definitely_not_installed_xyz"),
+    ("namemod", "TP-ENV-IMPORT-FAIL", "missing-name", "from namemod import"),
+    ("raisemod", "TP-ENV-IMPORT-FAIL", "exception", "import raisemod"),
+    ("crashmod", "TP-ENV-IMPORT-CRASH", "crash", "import crashmod"),
+    ("exitmod", "TP-ENV-IMPORT-EXIT", "exit", "import exitmod"),
+    ("sysexitmod", "TP-ENV-IMPORT-EXIT", "exit", "import sysexitmod"),
+    ("hangmod", "TP-ENV-IMPORT-TIMEOUT", "timeout", "import hangmod"),
+    ("optional_missing_xyz", "TP-ENV-IMPORT-OPTIONAL-MISSING", "module-not-found", "import optional_missing_xyz"),
+    ("lazy_missing_xyz", "TP-ENV-IMPORT-LAZY-FAIL", "module-not-found", "import lazy_missing_xyz"),
+])
+def test_each_import_failure_kind_on_its_import_line(probed, module, rule_id, outcome, needle):
+    project, _, data = probed
+    f = by_module(data)[module]
+    assert (f["id"], f["evidence"]["outcome"]) == (rule_id, outcome)
+    assert line(f) == line_with(project / "train.py", needle)
+    assert f["location"]["path"].endswith("train.py")
+
+
+def test_failure_details_are_told_apart(probed):
+    _, rc, data = probed
+    got = by_module(data)
+    assert got["namemod"]["evidence"]["missing_names"] == "missing_name"
+    assert "RuntimeError: CUDA driver too old" in got["raisemod"]["message"]
+    assert got["crashmod"]["evidence"]["signal"] == "SIGSEGV"
+    assert got["exitmod"]["evidence"]["exit_code"] == 3
+    assert "sys.exit('configuration missing')" in got["sysexitmod"]["message"]
+    assert got["hangmod"]["evidence"]["timeout_s"] == 3
+    assert "json" not in got  # imports fine: no finding
+    assert rc == 1 and data["reports"][0]["verdict"] == "FAIL"
+
+
+def test_the_scripts_top_level_code_never_ran(probed):
+    project, _, _ = probed
+    assert not (project / "TOP_LEVEL_RAN").exists()
+
+
+def test_fixture_without_main_guard_runs_only_with_run_entrypoint(tmp_path):
+    shutil.copy(FIXTURES / "scripts" / "no_main_guard.py", tmp_path / "train.py")
+    rc, data = env_cli("--entrypoint", "train.py", cwd=tmp_path)
+    assert rc == 0, data
+    assert not (tmp_path / "TRAINING_STARTED").exists()
+    rc, data = env_cli("--entrypoint", "train.py", "--run-entrypoint", cwd=tmp_path)
+    assert rc == 0, data
+    assert (tmp_path / "TRAINING_STARTED").exists()
+
+
+def test_module_mode_resolves_relative_imports_without_running_the_module(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helpers.py").write_text("value = 1\n")
+    (pkg / "train.py").write_text("from .helpers import value, nothing_here\nopen('RAN', 'w')\n")
+    rc, data = env_cli("--module", "pkg.train", cwd=tmp_path)
+    f = by_module(data)[".helpers"]
+    assert (f["id"], f["evidence"]["missing_names"], line(f)) == ("TP-ENV-IMPORT-FAIL", "nothing_here", 0)
+    assert rc == 1 and not (tmp_path / "RAN").exists()
+    rc, data = env_cli("--module", "pkg.not_there", cwd=tmp_path)
+    assert rc == 1 and findings(data)["TP-ENV-IMPORT-FAIL"][0]["evidence"]["outcome"] == "module-not-found"
+
+
+def test_unusable_interpreter_and_missing_cwd_are_not_checked(tmp_path):
+    (tmp_path / "train.py").write_text("import json\n")
+    rc, data = env_cli("--entrypoint", "train.py", "--python", str(tmp_path / "no-python"), cwd=tmp_path)
+    assert rc == 2 and "TP-ENV-PYTHON-UNUSABLE" in findings(data)
+    assert data["reports"][0]["reason"] and "\n" not in data["reports"][0]["reason"]
+    rc, data = env_cli("--entrypoint", "train.py", "--cwd", str(tmp_path / "gone"), cwd=tmp_path)
+    assert rc == 2 and "TP-ENV-CWD-MISSING" in findings(data)
+
+
+def test_memory_and_disk_against_what_the_run_declares(tmp_path):
+    rc, data = env_cli("--required-gb", "1000000", "--output-dir", tmp_path / "out", "--checkpoint-gb", "1e9",
+                       "--keep", "2", cwd=tmp_path)
+    got = findings(data)
+    assert rc == 1 and "TP-ENV-MEM-INSUFFICIENT" in got and "TP-ENV-DISK-INSUFFICIENT" in got
+    assert got["TP-ENV-DISK-INSUFFICIENT"][0]["evidence"]["needed_gb"] == 2e9
+    rc, data = env_cli("--required-gb", "0.001", "--output-dir", tmp_path, "--checkpoint-gb", "0.001", cwd=tmp_path)
+    got = findings(data)
+    assert "TP-ENV-MEM-INFO" in got and "TP-ENV-DISK-INFO" in got
+    assert not {"TP-ENV-MEM-INSUFFICIENT", "TP-ENV-DISK-INSUFFICIENT"} & set(got)
+
+
+def test_missing_resume_checkpoint_fails(tmp_path):
+    rc, data = env_cli("--checkpoint", tmp_path / "checkpoint-500" / "model.safetensors", cwd=tmp_path)
+    assert rc == 1
+    ckpt = data["reports"][1]
+    assert [f["id"] for f in ckpt["findings"]] == ["TP-ENV-CKPT-MISSING"]

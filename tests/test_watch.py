@@ -1,0 +1,328 @@
+"""`trainproof-lsp watch`: tails growing logs reading only appended bytes, prints verdict
+changes, reports stalls, exits 1 on a confirmed FAIL with --until-fail, and leaves
+quietly on Ctrl-C."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from trainproof_lsp.config import Config
+from trainproof_lsp.engine import judge_event_files, judge_file
+from trainproof_lsp.guardian import watch as watch_mod
+from trainproof_lsp.guardian.watch import Watch, WatchOptions
+from trainproof_lsp.render import report_json
+from trainproof_lsp.tfevents import (
+    encode_file_version_event,
+    encode_scalar_event,
+    frame_record,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def loss_at(step: int, diverge_at: int | None = None) -> float:
+    base = 0.8 + 3.0 / math.sqrt(1 + step / 10) * (1 + 0.02 * ((step * 7) % 5 - 2))
+    if diverge_at is not None and step > diverge_at:
+        base *= 1 + (step - diverge_at) / 5
+    return round(base, 6)
+
+
+def line(step: int, diverge_at: int | None = None) -> str:
+    return json.dumps({"step": step, "loss": loss_at(step, diverge_at), "learning_rate": 1e-3}) + "\n"
+
+
+def cli(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "trainproof_lsp", "watch", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_until_fail_exits_1_within_seconds_of_the_divergence(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("", encoding="utf-8")
+    diverged_at: list[float] = []
+
+    def writer():
+        with log.open("a", encoding="utf-8") as fh:
+            for step in range(1, 400):
+                text = line(step, diverge_at=80)
+                fh.write(text[:7])  # a partial line first: the watcher must wait for the rest
+                fh.flush()
+                fh.write(text[7:])
+                fh.flush()
+                if step == 81:
+                    diverged_at.append(time.monotonic())
+                time.sleep(0.01)
+
+    proc = cli(str(log), "--until-fail", "--interval", "0.1", "--json")
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    out, err = proc.communicate(timeout=60)
+    ended = time.monotonic()
+    assert proc.returncode == 1, err
+    assert diverged_at and ended - diverged_at[0] < 3.0, ended - diverged_at[0]
+    events = [json.loads(x) for x in out.splitlines()]
+    verdicts = [e for e in events if e["event"] == "verdict"]
+    assert verdicts[0]["verdict"] == "PASS" and verdicts[-1]["verdict"] == "FAIL"
+    assert verdicts[-1]["step"] > 80 and {"TP-DIVERGE"} & {f["id"] for f in verdicts[-1]["findings"]}
+    assert "Traceback" not in err
+
+
+def test_a_healthy_growing_log_keeps_the_watch_running_and_ctrl_c_ends_it_quietly(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(line(1), encoding="utf-8")
+    proc = cli(str(log), "--until-fail", "--interval", "0.1")
+    with log.open("a", encoding="utf-8") as fh:
+        for step in range(2, 150):
+            fh.write(line(step))
+            fh.flush()
+            time.sleep(0.005)
+    time.sleep(0.5)
+    assert proc.poll() is None, "a healthy run must not end the watch"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, (out, err)
+    assert "Traceback" not in err and "stopped (Ctrl-C)" in out
+    assert f"{log}: step" in out and ": PASS" in out and ": FAIL" not in out
+
+
+def test_a_missing_path_or_a_file_that_is_no_log_exits_2_at_once(tmp_path):
+    gone = cli(str(tmp_path / "nope.jsonl"))
+    out, err = gone.communicate(timeout=30)
+    assert gone.returncode == 2 and "no such file or folder" in out and "Traceback" not in err
+    data = tmp_path / "weights.safetensors"
+    data.write_bytes(b"\x00" * 16)
+    other = cli(str(data))
+    out, err = other.communicate(timeout=30)
+    assert other.returncode == 2 and "NOT-CHECKED" in out and "Traceback" not in err
+
+
+def _watch(target: Path, **opts) -> tuple[Watch, io.StringIO]:
+    out = io.StringIO()
+    return Watch(target, Config(), WatchOptions(**opts), out=out, err=out), out
+
+
+def test_only_appended_bytes_are_read_and_a_partial_line_waits(tmp_path, monkeypatch):
+    log = tmp_path / "metrics.jsonl"
+    text = "".join(line(s) for s in range(1, 301))
+    cut = len(text) - 20
+    log.write_text(text[:cut], encoding="utf-8")
+    read = []
+    real_open = open
+
+    class Counting:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def seek(self, n):
+            return self.fh.seek(n)
+
+        def read(self, n=-1):
+            data = self.fh.read(n)
+            read.append(len(data))
+            return data
+
+    monkeypatch.setattr(watch_mod, "open", lambda p, mode="r", *a, **k: Counting(real_open(p, mode, *a, **k)),
+                        raising=False)
+    w, _ = _watch(log)
+    w.poll_once()
+    live = w.logs[str(log)].tailer.live
+    assert live.records == 299  # the cut last line is held back
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(text[cut:])
+    w.poll_once()
+    w.poll_once()  # nothing new: nothing but the head check is read
+    assert live.records == 300
+    head_checks = sum(1 for n in read if n <= 256)
+    assert sum(read) <= len(text) + 256 * head_checks
+    # What was read in pieces is what the reader reads whole: same report, byte for byte.
+    whole = judge_file(log, Config())
+    assert report_json(w.logs[str(log)].report) == report_json(whole)
+
+
+def test_csv_rows_match_the_reader_and_a_rewritten_header_is_read_again(tmp_path):
+    log = tmp_path / "metrics.csv"
+    rows = [f"{s},{loss_at(s)},0.001" for s in range(1, 120)]
+    log.write_text("step,train_loss_step,lr-Adam\n" + "\n".join(rows[:60]) + "\n", encoding="utf-8")
+    w, _ = _watch(log)
+    w.poll_once()
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write("\n".join(rows[60:]) + "\n")
+    w.poll_once()
+    assert report_json(w.logs[str(log)].report) == report_json(judge_file(log, Config()))
+    # Lightning's CSVLogger rewrites the file with a wider header when a metric appears.
+    log.write_text("step,train_loss_step,lr-Adam,val_loss\n" + "\n".join(r + "," for r in rows) + "\n"
+                   + f"120,{loss_at(120)},0.001,1.5\n", encoding="utf-8")
+    w.poll_once()
+    assert report_json(w.logs[str(log)].report) == report_json(judge_file(log, Config()))
+
+
+def test_trainer_state_is_read_again_only_when_it_changes(tmp_path, monkeypatch):
+    state = tmp_path / "checkpoint-10" / "trainer_state.json"
+    state.parent.mkdir()
+
+    def write(n: int, folder: Path) -> None:
+        folder.mkdir(exist_ok=True)
+        hist = [{"step": s, "loss": loss_at(s), "learning_rate": 1e-3} for s in range(1, n + 1)]
+        (folder / "trainer_state.json").write_text(json.dumps({"log_history": hist, "logging_steps": 1},
+                                                              indent=2), encoding="utf-8")
+
+    write(40, state.parent)
+    reads = []
+    real = watch_mod.read_trainer_state
+    monkeypatch.setattr(watch_mod, "read_trainer_state", lambda p, d: reads.append(p) or real(p, d))
+    w, _ = _watch(tmp_path)
+    for _ in range(3):
+        w.poll_once()
+    assert len(reads) == 1
+    write(80, tmp_path / "checkpoint-20")  # a newer checkpoint is the live log now
+    w.poll_once()
+    w.poll_once()
+    assert len(reads) == 2 and reads[-1] == tmp_path / "checkpoint-20" / "trainer_state.json"
+    assert w.logs[str(tmp_path / "trainer_state.json")].tailer.live.records == 80
+
+
+def test_event_file_records_are_read_from_the_last_offset(tmp_path):
+    path = tmp_path / "events.out.tfevents.1.host"
+    records = [frame_record(encode_file_version_event(1000.0))]
+    for s in range(1, 200):
+        records.append(frame_record(encode_scalar_event("train/loss", s, loss_at(s, diverge_at=150), 1000.0 + s)))
+    blob = b"".join(records)
+    path.write_bytes(blob[:5000 + 7])  # ends inside a record: a writer mid-flush
+    w, _ = _watch(path)
+    w.poll_once()
+    tail = w.logs[str(path)].tailer
+    first = tail.live.records
+    assert 0 < first < 199 and tail.offset < 5007
+    with path.open("ab") as fh:
+        fh.write(blob[5007:])
+    w.poll_once()
+    assert tail.live.records == 199
+    whole = judge_event_files([path], Config())
+    got = w.logs[str(path)].report
+    assert got.verdict == whole.verdict
+    assert [f.id for f in got.findings] == [f.id for f in whole.findings]
+    assert [f.location.byte_offset for f in got.findings] == [f.location.byte_offset for f in whole.findings]
+
+
+def test_a_stalled_log_is_reported_and_so_is_its_growth(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(line(s) for s in range(1, 30)), encoding="utf-8")
+    now = [0.0]
+    out = io.StringIO()
+    w = Watch(log, Config(), WatchOptions(stall_timeout=5.0, json=True), out=out, err=io.StringIO(),
+              clock=lambda: now[0])
+    w.poll_once()
+    now[0] = 4.0
+    w.poll_once()
+    now[0] = 6.0
+    w.poll_once()
+    now[0] = 60.0
+    w.poll_once()  # said once, not on every poll
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(line(30))
+    w.poll_once()
+    events = [json.loads(x) for x in out.getvalue().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds == ["verdict", "stall", "resume"], kinds
+    assert events[1]["seconds"] == 6.0 and events[1]["step"] == 29
+
+
+def test_a_folder_watch_waits_for_a_log_and_never_reads_its_own_stream(tmp_path):
+    (tmp_path / "trainproof-verdict.jsonl").write_text('{"event": "verdict"}\n', encoding="utf-8")
+    w, out = _watch(tmp_path)
+    w.poll_once()
+    assert not w.logs
+    (tmp_path / "version_0").mkdir()
+    (tmp_path / "version_0" / "metrics.jsonl").write_text(line(1) + line(2), encoding="utf-8")
+    w.poll_once()
+    assert list(w.logs) == [str(tmp_path / "version_0" / "metrics.jsonl")]
+    assert "PASS" in out.getvalue()
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\x01\x02 not a log\n", b"{not json}\n[1, 2]\n"])
+def test_garbage_in_a_growing_log_is_read_past_not_a_traceback(tmp_path, garbage):
+    log = tmp_path / "metrics.jsonl"
+    log.write_bytes(b"".join(line(s).encode() for s in range(1, 20)) + garbage)
+    w, out = _watch(log)
+    w.poll_once()
+    report = w.logs[str(log)].report
+    assert report is not None
+    # Exactly what the CLI says about the same bytes: NUL bytes make the file NOT-CHECKED,
+    # lines that are not JSON objects are read past (TP-SKIPPED-RECORDS).
+    assert report_json(report) == report_json(judge_file(log, Config()))
+    assert report.verdict.value == ("NOT-CHECKED" if b"\x00" in garbage else "PASS")
+    assert "Traceback" not in out.getvalue()
+
+
+def test_with_until_fail_a_fail_in_a_log_that_stops_growing_is_final(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(line(s, diverge_at=60) for s in range(1, 75)), encoding="utf-8")
+    now = [0.0]
+    w = Watch(log, Config(), WatchOptions(until_fail=True, stall_timeout=5.0, confirm=100), out=io.StringIO(),
+              err=io.StringIO(), clock=lambda: now[0])
+    w.poll_once()
+    assert w.logs[str(log)].report.verdict.value == "FAIL" and w.failed is None  # 100 more records wanted
+    now[0] = 6.0
+    w.poll_once()  # ...but the log stalled: the FAIL can no longer change
+    assert w.failed is not None
+
+
+def test_json_mode_says_why_a_path_cannot_be_watched(tmp_path):
+    proc = cli(str(tmp_path / "nope.jsonl"), "--json")
+    out, _ = proc.communicate(timeout=30)
+    event = json.loads(out)
+    assert proc.returncode == 2 and event["event"] == "verdict" and event["verdict"] == "NOT-CHECKED"
+    assert "no such file or folder" in event["reason"]
+
+
+def test_tensor_scalars_whose_metadata_came_in_an_earlier_chunk_are_still_read(tmp_path):
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("numpy")
+    from tests.tfevents_writers import (
+        DT_FLOAT,
+        scalars_metadata,
+        tensor_event,
+        tensor_proto,
+        write_tb_events,
+    )
+
+    # TF2's shape: tensor scalars, the `scalars` metadata only on each tag's first event.
+    events = [tensor_event(tag, s, 1000.0 + s, tensor_proto(DT_FLOAT, loss_at(s, diverge_at=120) * k, content=False),
+                           metadata=scalars_metadata() if s == 1 else None)
+              for s in range(1, 160) for tag, k in (("train/loss", 1.0), ("train/grad_norm", 0.5))]
+    source = Path(write_tb_events(str(tmp_path / "writer"), events))
+    blob = source.read_bytes()
+    path = tmp_path / "live" / source.name
+    path.parent.mkdir()
+    w, _ = _watch(path)
+    for cut in (len(blob) // 5, len(blob) // 2 + 3, len(blob)):  # later chunks lack the metadata
+        path.write_bytes(blob[:cut])
+        w.poll_once()
+    got = w.logs[str(path)].report
+    whole = judge_event_files([path], Config())
+    assert w.logs[str(path)].tailer.live.points() == sum(len(s) for s in
+                                                         [*whole_series(path).values()])
+    assert [f.id for f in got.findings] == [f.id for f in whole.findings] and got.verdict == whole.verdict
+
+
+def whole_series(path: Path) -> dict:
+    from trainproof_lsp.readers.tensorboard import read_event_files
+
+    run, _ = read_event_files([path])
+    return dict(run.series)

@@ -1,0 +1,194 @@
+"""Compare runs against a known-good baseline: `compare BASELINE RUN...` and
+`doctor PATH --baseline B`.
+
+Runs are found the way doctor finds them (any log format, a run folder, checkpoint
+copies merged), so a baseline or a run can be a log file or a run folder. Each run gets
+one comparison report: its artefact is the run, `baseline` names the baseline, and
+`comparison` carries the aligned levels a ranking table shows. The rules are in
+rules/compare.py; this module only wires runs to them and keeps coverage honest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from . import engine
+from .config import Config
+from .model import Artefact, Check, Finding, Level, Location, Number, Outcome, Report, Run, Verdict
+from .rules import NOT_CHECKED, REGISTRY
+from .rules.base import Context, Skip
+from .rules.compare import CMP_ERROR_RULE, UNCOMPARABLE_RULE, Uncomparable, align
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ComparisonReport(Report):
+    """A run judged against a baseline. Same shape as a Report (artefact = the run), plus
+    the baseline it was judged against and the aligned numbers (JSON: `baseline`,
+    `comparison`; CONTRACTS.md §5)."""
+
+    baseline: Artefact
+    comparison: Mapping[str, Number] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Baseline:
+    """A baseline ready to compare with: its run and its own single-run report, or why it
+    cannot be used (`reason`, one line, with where the reader stopped)."""
+
+    path: str
+    run: Run | None = None
+    report: Report | None = None
+    reason: str = ""
+    location: Location | None = None
+
+    @property
+    def artefact(self) -> Artefact:
+        if self.run is not None:
+            return Artefact(path=self.run.path, kind="metrics", format=self.run.format, sources=self.run.sources)
+        return Artefact(path=self.path, kind="unknown", format="unknown", sources=(self.path,))
+
+
+def comparison_rules() -> tuple:
+    return tuple(r for r in REGISTRY if r.applies_to == "comparison" and r.check is not None)
+
+
+def _runs_at(path: Path, config: Config) -> tuple[list[tuple[Run, Report]], Outcome]:
+    """Every run doctor finds at `path`, with its single-run report."""
+    found: list[tuple[Run, Report]] = []
+
+    def keep(run: Run, report: Report) -> None:
+        found.append((run, report))
+
+    return found, engine.doctor([path], config, also=keep)
+
+
+def _why_nothing(path: Path, outcome: Outcome) -> tuple[str, Location | None]:
+    for r in outcome.reports:
+        if r.verdict is Verdict.NOT_CHECKED and r.reason:
+            span = r.findings[0].location if r.findings else None
+            return r.reason, span
+    for n in outcome.not_judged:
+        return f"{n.path}: {n.reason}", None
+    return f"{path}: no training log to compare", None
+
+
+def load_baseline(path: Path, config: Config) -> Baseline:
+    """The one run at `path`, judged on its own (for TP-BAD-BASELINE)."""
+    name = str(path)
+    if not path.exists():
+        return Baseline(path=name, reason=f"{name}: no such file or folder")
+    found, outcome = _runs_at(path, config)
+    if not found:
+        reason, where = _why_nothing(path, outcome)
+        return Baseline(path=name, reason=reason, location=where)
+    if len(found) > 1:
+        return Baseline(path=name, reason=f"{name}: holds {len(found)} runs ("
+                        + ", ".join(r.path for r, _ in found[:3]) + ("..." if len(found) > 3 else "")
+                        + "); name one run's log or folder as the baseline")
+    run, report = found[0]
+    return Baseline(path=name, run=run, report=report)
+
+
+def _finding(rule_id: str, level: Level, message: str, location: Location) -> Finding:
+    return Finding(id=rule_id, level=level, message=message, evidence={}, location=location)
+
+
+def _not_compared(run_artefact: Artefact, baseline: Baseline, finding: Finding, reason: str) -> ComparisonReport:
+    skipped = tuple(Check(group=r.id, ran=False, reason=reason) for r in comparison_rules())
+    return ComparisonReport(artefact=run_artefact, verdict=Verdict.NOT_CHECKED, findings=(finding,),
+                            checks=skipped, reason=reason, baseline=baseline.artefact)
+
+
+def compare_run(run: Run, baseline: Baseline, config: Config) -> ComparisonReport:
+    """One run against the baseline: every enabled comparison rule, or NOT-CHECKED with a
+    one-line reason when the baseline is unusable or the two cannot be aligned."""
+    artefact = Artefact(path=run.path, kind="comparison", format=run.format, sources=run.sources)
+    if baseline.run is None:
+        reason = f"cannot compare with baseline {baseline.reason}"
+        where = baseline.location or Location(path=baseline.path)
+        return _not_compared(artefact, baseline, _finding(CMP_ERROR_RULE.id, CMP_ERROR_RULE.level, reason, where),
+                             reason)
+    try:
+        pair = align(run, baseline.run, config.limits_for(UNCOMPARABLE_RULE), baseline_report=baseline.report)
+    except Uncomparable as e:
+        reason = f"cannot compare with baseline {baseline.run.path}: {e}"
+        side = run if e.side == "run" else baseline.run
+        loss = side.get("loss")
+        where = side.location(loss.records[-1] if loss is not None else None)
+        return _not_compared(artefact, baseline,
+                             _finding(UNCOMPARABLE_RULE.id, UNCOMPARABLE_RULE.level, reason, where), reason)
+    findings: list[Finding] = []
+    checks: list[Check] = []
+    ctx = Context()
+    for rule in comparison_rules():
+        if not config.enabled(rule):
+            checks.append(Check(group=rule.id, ran=False, reason="disabled by configuration"))
+            continue
+        limits = config.limits_for(rule)
+        assert rule.check is not None
+        try:
+            hits = list(rule.check(pair, limits, ctx))  # type: ignore[arg-type]  # a Pair, not a Run
+        except Skip as s:
+            checks.append(Check(group=rule.id, ran=False, reason=str(s)))
+            continue
+        checks.append(Check(group=rule.id, ran=True))
+        findings.extend(Finding(id=rule.id, level=rule.level, message=h.message, evidence=dict(h.evidence),
+                                location=h.location, related=h.related, limits=rule.limits_dict(limits))
+                        for h in hits)
+    findings.sort(key=engine._sort_key)
+    summary: dict[str, Number] = dict(pair.summary())
+    summary["baseline_verdict"] = baseline.report.verdict.value if baseline.report else None
+    return ComparisonReport(artefact=artefact, verdict=engine.verdict_of(findings), findings=tuple(findings),
+                            checks=tuple(checks), baseline=baseline.artefact, comparison=summary)
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return a == b
+
+
+def compare(baseline_path: Path, run_paths: Iterable[Path], config: Config) -> Outcome:
+    """Every run found at each of `run_paths` against the baseline at `baseline_path`."""
+    baseline = load_baseline(baseline_path, config)
+    reports: list[Report] = []
+    for path in run_paths:
+        if not path.exists():
+            reason = f"{path}: no such file or folder"
+            art = Artefact(path=str(path), kind="comparison", format="unknown", sources=(str(path),))
+            reports.append(_not_compared(art, baseline, _finding(NOT_CHECKED.id, NOT_CHECKED.level, reason,
+                                                                  Location(path=str(path))), reason))
+            continue
+        # Other files at `path` (datasets, checkpoints) are doctor's business, not compared.
+        found, outcome = _runs_at(path, config)
+        if not found:
+            reason, where = _why_nothing(path, outcome)
+            art = Artefact(path=str(path), kind="comparison", format="unknown", sources=(str(path),))
+            reports.append(_not_compared(art, baseline, _finding(NOT_CHECKED.id, NOT_CHECKED.level, reason,
+                                                                  where or Location(path=str(path))), reason))
+            continue
+        for run, _ in found:
+            if baseline.run is not None and _same(run.path, baseline.run.path) and len(found) > 1:
+                continue  # a folder of runs that holds the baseline: not compared with itself
+            reports.append(compare_run(run, baseline, config))
+    return Outcome(reports=tuple(reports))
+
+
+def doctor(paths: Iterable[Path], config: Config, baseline_path: Path) -> Outcome:
+    """doctor, with each run it judges also compared with the baseline (the baseline's
+    own log, if doctor meets it, is judged but not compared with itself)."""
+    baseline = load_baseline(baseline_path, config)
+
+    def against(run: Run, report: Report) -> Report | None:
+        if baseline.run is not None and _same(run.path, baseline.run.path):
+            return None
+        return compare_run(run, baseline, config)
+
+    return engine.doctor(paths, config, also=against)
+
+
+__all__ = ["ComparisonReport", "Baseline", "load_baseline", "compare_run", "compare", "doctor",
+           "comparison_rules"]

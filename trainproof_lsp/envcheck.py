@@ -1,0 +1,419 @@
+"""`trainproof-lsp env`: can this machine start this run? -> `EnvFacts`.
+
+- Imports: the training script is read with `ast` (readers/script.py); each module it
+  imports is imported in a *child process* of the chosen interpreter
+  (import_probe_child.py), one item at a time, with a timeout per item. A native crash, an
+  `os._exit` or a hang kills only the child; the parent tells them apart by the exit
+  status and its own clock, records the culprit and starts a fresh child for the rest.
+  The script's own top-level code is never run unless `--run-entrypoint` asks for it.
+- Memory and disk: what the machine has, against what the run declares
+  (`--required-gb`, `--checkpoint-gb` x `--keep` in `--output-dir`).
+
+This module does the IO and records facts; rules/env.py judges them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .model import Location, ReadError, Span
+
+CHILD_SOURCE_FILE = Path(__file__).with_name("import_probe_child.py")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportProbe:
+    """One import statement's target, as the child process met it."""
+
+    module: str  # as written, with leading dots for a relative import
+    names: tuple[str, ...]  # `from module import names`
+    location: Location  # the script's import line
+    context: str  # "module" | "function" | "optional" | "entrypoint"
+    outcome: str  # "ok" | "module-not-found" | "missing-name" | "exception" | "exit" | "crash" | "timeout"
+    exc_type: str = ""
+    detail: str = ""  # the exception message, the signal, the exit code
+    where: str = ""  # file:line where it was raised
+    missing_module: str = ""
+    missing_names: tuple[str, ...] = ()
+    exit_code: int | None = None
+    signal: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvFacts:
+    path: str  # the entrypoint (or the module's file, or "(environment)")
+    python: str
+    python_version: str = ""
+    python_error: str = ""  # the interpreter could not be run: why
+    cwd: str = ""
+    cwd_missing: bool = False
+    imports_requested: bool = False
+    entry_error: str = ""  # the entrypoint could not be read: why
+    probes: tuple[ImportProbe, ...] = ()
+    timeout_s: float = 0.0
+    memory_gb: tuple[float, float] | None = None  # (total, available)
+    required_gb: float | None = None
+    output_dir: str | None = None
+    disk_probe: str = ""  # the folder whose free space was measured
+    disk_free_gb: float | None = None
+    checkpoint_gb: float | None = None
+    keep: int = 1
+    notes: tuple[str, ...] = field(default=())
+
+
+# --- memory and disk ----------------------------------------------------------------------
+
+def system_memory_gb() -> tuple[float, float] | None:
+    """(total, available) in GiB; None where it cannot be measured (never zero)."""
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        return _windows_memory()
+    try:
+        text = Path("/proc/meminfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            values[key] = int(parts[0]) / (1024 ** 2)  # kB -> GiB
+    total = values.get("MemTotal")
+    available = values.get("MemAvailable", values.get("MemFree"))
+    if total is None or available is None:
+        return None
+    return total, available
+
+
+def _windows_memory() -> tuple[float, float] | None:  # pragma: no cover
+    import ctypes
+
+    class Status(ctypes.Structure):
+        _fields_ = [("length", ctypes.c_ulong), ("load", ctypes.c_ulong),
+                    ("total", ctypes.c_ulonglong), ("available", ctypes.c_ulonglong),
+                    ("total_page", ctypes.c_ulonglong), ("available_page", ctypes.c_ulonglong),
+                    ("total_virtual", ctypes.c_ulonglong), ("available_virtual", ctypes.c_ulonglong),
+                    ("available_extended", ctypes.c_ulonglong)]
+    try:
+        status = Status()
+        status.length = ctypes.sizeof(Status)
+        if not ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):  # type: ignore[attr-defined]
+            return None
+        return status.total / 1024 ** 3, status.available / 1024 ** 3
+    except (AttributeError, OSError):
+        return None
+
+
+def disk_free_gb(folder: Path) -> tuple[str, float | None]:
+    """Free space where the run will write: the folder, or its nearest existing parent."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.exists():
+        return str(probe), None
+    try:
+        return str(probe), shutil.disk_usage(probe).free / 1024 ** 3
+    except OSError:
+        return str(probe), None
+
+
+# --- the child process ----------------------------------------------------------------------
+
+@dataclass
+class _Child:
+    proc: subprocess.Popen
+    lines: "queue.Queue[str | None]"
+    stderr: deque
+
+
+def _spawn(python: str, cwd: str | None, job: dict[str, Any]) -> _Child:
+    source = CHILD_SOURCE_FILE.read_text(encoding="utf-8")
+    kwargs: dict[str, Any] = {}
+    if os.name == "posix":
+        kwargs["start_new_session"] = True  # its own process group: a hang is killed whole
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
+    proc = subprocess.Popen([python, "-c", source, json.dumps(job)], cwd=cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, **kwargs)
+    lines: "queue.Queue[str | None]" = queue.Queue()
+    tail: deque = deque(maxlen=40)
+
+    def pump_out() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            lines.put(raw.decode("utf-8", "replace"))
+        lines.put(None)
+
+    def pump_err() -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            tail.append(raw.decode("utf-8", "replace").rstrip())
+
+    threading.Thread(target=pump_out, daemon=True).start()
+    threading.Thread(target=pump_err, daemon=True).start()
+    return _Child(proc=proc, lines=lines, stderr=tail)
+
+
+def _kill(child: _Child) -> None:
+    proc = child.proc
+    if proc.poll() is None:
+        try:
+            if os.name == "posix":
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:  # pragma: no cover
+                proc.kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        pass
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _last_line(tail: deque) -> str:
+    for line in reversed(tail):
+        if line.strip():
+            return line.strip()[:200]
+    return ""
+
+
+class PythonUnusable(Exception):
+    pass
+
+
+def run_items(python: str, cwd: str | None, path0: str, items: list[dict[str, Any]], timeout: float,
+              argv0: str = "") -> tuple[dict[int, dict[str, Any]], str]:
+    """Run probe items in child processes; results by item id, and the interpreter's
+    version. A child that dies or hangs on an item costs only that item: the rest run in
+    a fresh child. Raises PythonUnusable when the interpreter cannot run the probe at all."""
+    results: dict[int, dict[str, Any]] = {}
+    pending = list(items)
+    version = ""
+    while pending:
+        job = {"path0": path0, "items": pending, "argv0": argv0}
+        try:
+            child = _spawn(python, cwd, job)
+        except OSError as e:
+            raise PythonUnusable(f"{python}: cannot run ({e.strerror or e})") from None
+        current: int | None = None
+        hello = False
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    line = child.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    _kill(child)
+                    if current is None:
+                        raise PythonUnusable(f"{python}: no answer within {timeout:g}s of starting")
+                    results[current] = {"ok": False, "kind": "timeout", "message": f"no result after {timeout:g}s"}
+                    break
+                if line is None:  # the child's stdout closed: it ended
+                    try:
+                        code = child.proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:  # pragma: no cover
+                        _kill(child)
+                        code = child.proc.returncode
+                    if not hello:
+                        why = _last_line(child.stderr) or f"exit status {code}"
+                        raise PythonUnusable(f"{python}: cannot run the import probe ({why})")
+                    if current is not None:
+                        if code is not None and code < 0:
+                            results[current] = {"ok": False, "kind": "crash", "signal": _signal_name(code),
+                                                "message": _last_line(child.stderr)}
+                        else:
+                            results[current] = {"ok": False, "kind": "exit", "exit_code": code,
+                                                "message": f"the process ended with status {code} "
+                                                           "(os._exit or a native exit), no exception"}
+                    break
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if "hello" in msg:
+                    hello = True
+                    version = str(msg["hello"])
+                    deadline = time.monotonic() + timeout
+                elif "begin" in msg:
+                    current = int(msg["begin"])
+                    deadline = time.monotonic() + timeout
+                elif "end" in msg:
+                    results[int(msg["end"])] = msg
+                    current = None
+                elif msg.get("done"):
+                    break
+        finally:
+            _kill(child)
+        pending = [it for it in pending if it["id"] not in results]
+    return results, version
+
+
+# --- the whole check --------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class EnvRequest:
+    entrypoint: Path | None = None
+    module: str | None = None
+    cwd: Path | None = None
+    python: str | None = None
+    timeout_s: float = 120.0
+    run_entrypoint: bool = False
+    required_gb: float | None = None
+    checkpoint_gb: float | None = None
+    keep: int = 1
+    output_dir: Path | None = None
+
+
+def _package_of(entry: Path) -> tuple[str, Path] | None:
+    """For a script inside a package (folders with __init__.py): its package's dotted
+    name and the folder that holds the top package, so relative imports resolve."""
+    parts: list[str] = []
+    folder = entry.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return (".".join(parts), folder) if parts else None
+
+
+def collect(req: EnvRequest) -> EnvFacts:
+    """Everything `env` measures, as facts. Never runs the entrypoint's top level unless
+    req.run_entrypoint."""
+    from .readers.script import read_script
+
+    python = req.python or sys.executable
+    cwd = req.cwd.resolve() if req.cwd is not None else Path.cwd()
+    base = EnvFacts(path=str(req.entrypoint) if req.entrypoint else (f"module {req.module}" if req.module
+                                                                      else "(environment)"),
+                    python=python, cwd=str(cwd), timeout_s=req.timeout_s, required_gb=req.required_gb,
+                    checkpoint_gb=req.checkpoint_gb, keep=req.keep,
+                    output_dir=str(req.output_dir) if req.output_dir else None,
+                    imports_requested=bool(req.entrypoint or req.module))
+    facts = _measure(base, req)
+    if not facts.imports_requested:
+        return facts
+    if not cwd.is_dir():
+        return _replace(facts, cwd_missing=True)
+    script: Path | None = None
+    path0 = str(cwd)
+    package = ""
+    if req.entrypoint is not None:
+        script = req.entrypoint if req.entrypoint.is_absolute() else cwd / req.entrypoint
+        if not script.is_file():
+            return _replace(facts, entry_error=f"{req.entrypoint}: no such file")
+        path0 = str(script.parent)  # `python train.py` puts the script's folder first
+        pkg = _package_of(script)
+        if pkg is not None:
+            package = pkg[0]
+    else:
+        assert req.module is not None
+        try:
+            located, version = run_items(python, str(cwd), path0, [{"id": 0, "kind": "locate",
+                                                                    "module": req.module}], req.timeout_s)
+        except PythonUnusable as e:
+            return _replace(facts, python_error=str(e))
+        facts = _replace(facts, python_version=version)
+        found = located.get(0, {})
+        if not found.get("ok") or not found.get("file"):
+            probe = ImportProbe(module=req.module, names=(), location=Location(path=facts.path),
+                                context="module", outcome=found.get("kind", "module-not-found"),
+                                exc_type=found.get("type", "ModuleNotFoundError"),
+                                detail=found.get("message", f"No module named {req.module!r}"),
+                                missing_module=found.get("missing_module", req.module))
+            return _replace(facts, probes=(probe,))
+        script = Path(found["file"])
+        package = req.module.rpartition(".")[0]
+        facts = _replace(facts, path=str(script))
+    try:
+        sfacts = read_script(script)
+    except ReadError as e:
+        return _replace(facts, entry_error=str(e))
+    # Findings name the script as the user gave it (relative paths stay relative).
+    shown = str(req.entrypoint) if req.entrypoint is not None else str(script)
+    items: list[dict[str, Any]] = []
+    meta: list[tuple[str, tuple[str, ...], Location, str]] = []
+    seen: set[tuple[str, int, tuple[str, ...]]] = set()
+    for imp in sfacts.imports:
+        if imp.context == "type-checking":
+            continue
+        key = (imp.module, imp.level, imp.names)
+        if key in seen:
+            continue
+        seen.add(key)
+        written = "." * imp.level + imp.module
+        item: dict[str, Any] = {"id": len(items), "kind": "import", "module": written,
+                                "names": list(imp.names)}
+        if imp.level:
+            if not package:
+                # python train.py: a relative import has no package and fails the same way.
+                item["package"] = None
+            else:
+                item["package"] = package
+        items.append(item)
+        meta.append((written, imp.names, Location(path=shown, span=imp.span), imp.context))
+    if req.run_entrypoint:
+        if req.module:
+            items.append({"id": len(items), "kind": "import", "module": req.module, "names": []})
+        else:
+            items.append({"id": len(items), "kind": "run", "path": str(script)})
+        meta.append((req.module or script.name, (), Location(path=shown, span=Span(0, 0, 0, 0)),
+                     "entrypoint"))
+    path_for_imports = path0
+    if package and req.entrypoint is not None and any(imp.level for imp in sfacts.imports):
+        # Relative imports: the script is meant to run as `python -m pkg.train`, which puts
+        # the folder holding the top package first on sys.path.
+        pkg = _package_of(script)
+        if pkg is not None:
+            path_for_imports = str(pkg[1])
+    try:
+        results, version = run_items(python, str(cwd), path_for_imports, items, req.timeout_s,
+                                     argv0=str(script))
+    except PythonUnusable as e:
+        return _replace(facts, python_error=str(e))
+    probes = []
+    for item, (written, names, loc, context) in zip(items, meta):
+        r = results.get(item["id"], {"ok": False, "kind": "exception", "message": "no result"})
+        probes.append(ImportProbe(
+            module=written, names=names, location=loc, context=context,
+            outcome="ok" if r.get("ok") else str(r.get("kind", "exception")),
+            exc_type=str(r.get("type", "")), detail=str(r.get("message", "")), where=str(r.get("where", "")),
+            missing_module=str(r.get("missing_module", "") or ""),
+            missing_names=tuple(r.get("names", ()) or ()) if not r.get("ok") else (),
+            exit_code=r.get("exit_code"), signal=str(r.get("signal", ""))))
+    return _replace(facts, probes=tuple(probes), python_version=version or facts.python_version)
+
+
+def _measure(facts: EnvFacts, req: EnvRequest) -> EnvFacts:
+    memory = system_memory_gb()
+    probe, free = ("", None)
+    if req.output_dir is not None:
+        probe, free = disk_free_gb(req.output_dir.resolve())
+    return _replace(facts, memory_gb=memory, disk_probe=probe, disk_free_gb=free)
+
+
+def _replace(facts: EnvFacts, **changes: Any) -> EnvFacts:
+    from dataclasses import replace
+
+    return replace(facts, **changes)
+
+
+__all__ = ["EnvFacts", "EnvRequest", "ImportProbe", "collect", "run_items", "system_memory_gb",
+           "disk_free_gb", "PythonUnusable"]

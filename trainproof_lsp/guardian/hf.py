@@ -1,0 +1,119 @@
+"""The guardian as an HF `TrainerCallback`.
+
+    from trainproof_lsp.guardian.hf import TrainproofCallback
+
+    trainer = Trainer(..., callbacks=[TrainproofCallback(policy="stop_on_fail")])
+
+Every `on_log` entry (the dict HF also appends to `state.log_history`) is mapped onto the
+canonical series exactly as the `trainer_state.json` reader maps a log_history entry
+(the reader's own key table), appended to the growing run and judged on the incremental
+schedule (incremental.py). A verdict change is printed and written to
+`<output_dir>/trainproof-verdict.jsonl`; with ``policy="stop_on_fail"`` a confirmed FAIL
+sets ``control.should_training_stop = True`` (core.py says when a FAIL is confirmed).
+
+Record i of the live run is the i-th `on_log` call, which is `log_history[i]` of the
+`trainer_state.json` HF writes: findings' `location.record` means the same in both.
+
+Importing this module needs no transformers: `TrainproofCallback` is built on first
+access (module `__getattr__`) as a subclass of `transformers.TrainerCallback`, so the
+Trainer sees a real callback with every event it may call.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..config import Config
+from ..readers.adjacent import _CLASSIFIER_SUFFIXES
+from ..readers.trainer_state import _KEYS as TRAINER_STATE_KEYS
+from .core import Guardian, Stop
+from .incremental import Schedule
+
+SOURCE = "hf-trainer"
+
+
+def model_classes(model: Any) -> tuple[int | None, str | None]:
+    """(number of output classes, where from) of an HF model: num_labels for classifier
+    heads, else vocab_size — as the reader takes them from a config.json."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return None, None
+    name = type(model).__name__
+    archs = getattr(config, "architectures", None) or []
+    if name.endswith(_CLASSIFIER_SUFFIXES) or any(str(a).endswith(_CLASSIFIER_SUFFIXES) for a in archs):
+        n, key = getattr(config, "num_labels", None), "num_labels"
+    else:
+        n, key = getattr(config, "vocab_size", None), "vocab_size"
+        if n is None and getattr(config, "text_config", None) is not None:
+            n, key = getattr(config.text_config, "vocab_size", None), "text_config.vocab_size"
+    if isinstance(n, int) and not isinstance(n, bool) and n >= 2:
+        return n, f"model.config.{key}"
+    return None, None
+
+
+def entry_metrics(logs: dict[str, Any]) -> dict[str, Any]:
+    """An on_log dict as canonical series -> value, by the trainer_state reader's table."""
+    return {series: logs[key] for series, key in TRAINER_STATE_KEYS if key in logs}
+
+
+class _HFMethods:
+    """The callback's behaviour; mixed into a TrainerCallback subclass on first use."""
+
+    def __init__(self, policy: str = "warn", *, config: Config | str | os.PathLike[str] | None = None,
+                 confirm_points: int | None = None, schedule: Schedule | None = None,
+                 stream: bool = True, wall_time: bool = False, echo: bool = True) -> None:
+        self.guardian = Guardian(source=SOURCE, policy=policy, config=config,
+                                 confirm_points=confirm_points, schedule=schedule, stream=stream,
+                                 wall_time=wall_time, echo=echo)
+
+    @property
+    def stop(self) -> Stop | None:
+        """Set when this callback stopped the run: the step, the rule ids and the reason."""
+        return self.guardian.stop
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        vocab, source = model_classes(kwargs.get("model"))
+        self.guardian.begin(getattr(args, "output_dir", None), vocab_size=vocab, vocab_source=source,
+                            write=bool(getattr(state, "is_world_process_zero", True)))
+        return control
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+               **kwargs: Any) -> Any:
+        # Every rank gets the same (gathered) logs, so every rank takes the same decision.
+        if self.guardian.log(getattr(state, "global_step", None), entry_metrics(logs or {})):
+            control.should_training_stop = True
+        return control
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        self.guardian.end()
+        return control
+
+
+_built: dict[str, type] = {}
+
+
+def _build() -> type:
+    if "cls" not in _built:
+        try:
+            from transformers import TrainerCallback
+        except ImportError as e:
+            raise ImportError("trainproof_lsp.guardian.hf.TrainproofCallback needs transformers "
+                              f"(pip install transformers): {e}") from None
+        _built["cls"] = type("TrainproofCallback", (_HFMethods, TrainerCallback), {
+            "__doc__": "trainproof-lsp's live guardian for the HF Trainer (see the module doc).",
+            "__module__": __name__,
+        })
+    return _built["cls"]
+
+
+if TYPE_CHECKING:
+    TrainproofCallback = _HFMethods
+else:
+    def __getattr__(name: str) -> Any:
+        if name == "TrainproofCallback":
+            return _build()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["SOURCE", "TrainproofCallback", "entry_metrics", "model_classes"]

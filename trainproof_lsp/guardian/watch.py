@@ -1,0 +1,653 @@
+"""`trainproof-lsp watch LOG_OR_DIR`: tail growing logs and print each verdict change.
+
+Reading only what is new
+------------------------
+- metric JSONL / CSV / TSV: a byte offset per file; each poll reads the bytes appended
+  since, splits them at the last newline and keeps the partial last line for the next
+  poll. Rows map onto series through the metric reader's alias table (`map_columns`),
+  row by row as `readers/metrics.py` does (a test checks the two agree).
+- TensorBoard event files: the offset of the end of the last complete record; appended
+  records are scanned with `scan_event_bytes` (a record cut by the writer is read on a
+  later poll). Records that carry a tag's `scalars` plugin metadata are kept (a few
+  hundred bytes per tag) and scanned again in front of each new chunk, so TF2-style
+  tensor scalars, whose metadata is only in a tag's first record, are still recognised.
+- `trainer_state.json`: HF rewrites it whole at every checkpoint, so there is nothing to
+  append to: it is read again, whole, only when its size or mtime changes (once per
+  checkpoint). In an HF output_dir the newest `checkpoint-*/trainer_state.json` is the
+  live one until the top-level file appears.
+- other logs (Coqui text logs, JSON arrays of records): read again whole when their size
+  or mtime changes.
+
+A file that shrinks, or whose first bytes change (a restarted run, Lightning's CSVLogger
+rewriting its header when a new metric appears), is read again from the start.
+
+The verdict
+-----------
+Each log has its own growing run and `IncrementalJudge` (incremental.py): the verdict
+printed is always the registry's verdict over the whole log so far, evaluated on the
+bounded-cost schedule. A line (or, with --json, a verdict-stream object as in
+stream.py) is printed when the verdict or its FAIL/WARN rule ids change.
+
+--until-fail exits 1 once a FAIL has stood for `--confirm` more records (default: the
+unrecovered-spike rule's look-ahead, as the training callbacks use; see core.py) or the
+log has stopped growing for --stall-timeout seconds. --stall-timeout S reports a log that
+has not grown for S seconds (and again when it grows). Ctrl-C ends the watch quietly.
+Exit codes come from cli.exit_code over the final reports: 1 FAIL, 2 not judged, else 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import struct
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import msgspec
+
+from ..config import Config
+from ..detect import HEAD_BYTES, Detected, detect
+from ..engine import event_file_findings, not_checked, read_run
+from ..model import Finding, NotJudged, Outcome, ReadError, Report, Span, Verdict
+from ..readers.common import decode_json, to_float, to_step
+from ..readers.metrics import map_columns
+from ..readers.tensorboard import normalise_tag, split_of
+from ..readers.trainer_state import read_trainer_state
+from ..tfevents import scan_event_bytes
+from .core import change_lines, default_confirm, fail_ids
+from .incremental import IncrementalJudge, LiveRun, Schedule, finding_key
+from .stream import STREAM_NAME, encode, stall_event, verdict_event
+
+# Bytes compared at the start of a file on each change: a rewrite from the start shows here.
+_HEAD_CHECK = 256
+# Suffixes of files a folder watch considers (plus event files, by name).
+_LOG_SUFFIXES = {".jsonl", ".ndjson", ".csv", ".tsv", ".json", ".txt", ".log"}
+_SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__"}
+_SCALARS_PLUGIN = b"\x0a\x07scalars"  # PluginData.plugin_name = "scalars", as encoded
+_PROLOGUE_CAP = 1 << 20  # metadata records kept per event file, at most
+
+
+@dataclass
+class Poll:
+    """What one poll of one log found."""
+
+    grew: bool = False  # the file changed (bytes appended, or rewritten)
+    replaced: bool = False  # the whole run was read again: evaluate in full
+    error: str | None = None  # could not be read (a NOT-CHECKED reason)
+    extra: tuple[Finding, ...] = ()
+
+
+class _RowMapper:
+    """Rows of named values -> points, as readers/metrics.py `_build` maps them, with a
+    column mapping that is recomputed only when a new column name appears."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, None] = {}
+        self.chosen: dict[str, str] = {}
+        self.step_col: str | None = None
+
+    def add(self, live: LiveRun, row: dict[str, Any], record: int) -> None:
+        if any(k not in self.names for k in row):
+            for k in row:
+                self.names.setdefault(k, None)
+            self.chosen, self.step_col = map_columns(self.names)
+            used = set(self.chosen.values()) | ({self.step_col} if self.step_col else set())
+            live.unmapped = tuple(n for n in self.names if n not in used)
+        if self.step_col is not None:
+            raw = row.get(self.step_col)
+            if raw is None or raw == "":
+                if any(row.get(c) not in (None, "") for c in self.chosen.values()):
+                    live.notes.append((record, f"row has metrics but no {self.step_col}; not used"))
+                return
+            step = to_step(raw)
+            if step is None:
+                live.notes.append((record, f"{self.step_col} is {raw!r}, not an integer step; not used"))
+                return
+        else:
+            step = record
+        for series, col in self.chosen.items():
+            raw = row.get(col)
+            if raw is None or raw == "":
+                continue
+            v = to_float(raw)
+            if v is None:
+                live.notes.append((record, f"{col} is {raw!r}, not a number; not used"))
+                continue
+            live.add(series, col, step, v, record)
+
+
+class _Tailer:
+    """One watched log: its growing run, read incrementally."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        self.path = path
+        self.fmt = fmt
+        self.live = LiveRun(path=str(path), format=fmt)
+        self.offset = 0
+        self.head = b""
+
+    def columns(self) -> tuple[str, ...]:
+        return self.live.series_names()
+
+    def _restart(self) -> None:
+        self.__init__(self.path, self.fmt)  # type: ignore[misc]
+
+    def _read_new(self) -> tuple[bytes, bool] | None:
+        """(appended bytes, was the file read again from the start); None when it cannot
+        be read."""
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            return None
+        restarted = False
+        if size < self.offset or (size != self.offset and self.head and not self._same_head()):
+            self._restart()
+            restarted = True
+        if size == self.offset:
+            return b"", restarted
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(size - self.offset)
+        except OSError:
+            return None
+        if len(self.head) < _HEAD_CHECK and self.offset < _HEAD_CHECK:
+            self.head = (self.head + data)[:_HEAD_CHECK]
+        self.offset += len(data)
+        return data, restarted
+
+    def _same_head(self) -> bool:
+        try:
+            with open(self.path, "rb") as fh:
+                return fh.read(len(self.head)) == self.head
+        except OSError:
+            return False
+
+    def poll(self) -> Poll:
+        raise NotImplementedError
+
+
+class _LineTailer(_Tailer):
+    """JSONL and CSV/TSV: complete lines from the appended bytes."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        super().__init__(path, fmt)
+        self.pending = b""
+        self.lineno = 0  # lines consumed so far
+        self.mapper = _RowMapper()
+        self.header: list[str] | None = None
+        self.bad = 0
+        self.first_bad: int | None = None
+        self.delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+        self.binary = ""
+
+    def poll(self) -> Poll:
+        if self.binary:
+            return Poll(error=self.binary)
+        got = self._read_new()
+        if got is None:
+            return Poll(error=f"{self.path}: cannot read (gone or not readable)")
+        data, restarted = got
+        if not data:
+            return Poll(grew=restarted, replaced=restarted)
+        start = self.offset - len(data)
+        if start < HEAD_BYTES and b"\x00" in data[: HEAD_BYTES - start]:
+            # As the readers judge a whole file: NUL bytes at its start make it no text log.
+            self.binary = f"{self.path}: binary data (NUL bytes), not a text log"
+            return Poll(grew=True, error=self.binary)
+        buf = self.pending + data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            self.pending = buf
+            return Poll(grew=True, replaced=restarted)
+        complete, self.pending = buf[: cut + 1], buf[cut + 1 :]
+        if self.fmt == "metrics-csv":
+            error = self._csv_lines(complete)
+        else:
+            self._jsonl_lines(complete)
+            error = None
+        return Poll(grew=True, replaced=restarted, error=error)
+
+    # JSONL: {"step": 5, "loss": 1.98, ...} per line (readers/metrics.py read_metrics_jsonl).
+    def _jsonl_lines(self, complete: bytes) -> None:
+        live = self.live
+        decode = _DECODE.decode
+        for raw in complete.split(b"\n")[:-1]:
+            lineno = self.lineno
+            self.lineno += 1
+            line = raw.rstrip(b"\r")
+            if lineno == 0 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+            if not line.strip():
+                continue
+            try:
+                obj = decode(line)
+            except msgspec.DecodeError:
+                try:
+                    obj = decode_json(line, str(self.path))  # NaN/Infinity tokens
+                except ReadError:
+                    obj = None
+            if not isinstance(obj, dict):
+                self._bad(lineno)
+                continue
+            span = Span(lineno, 0, lineno, len(line.decode("utf-8", "replace")))
+            self.mapper.add(live, obj, live.new_record(span=span))
+
+    def _bad(self, lineno: int) -> None:
+        self.bad += 1
+        if self.first_bad is None:
+            self.first_bad = lineno
+        self.live.lead_notes["bad-lines"] = (
+            -1, f"{self.bad} line(s) are not JSON objects and were not used, first at line {self.first_bad + 1}")
+
+    # CSV: a header line, then rows that fill the columns logged at that step.
+    def _csv_lines(self, complete: bytes) -> str | None:
+        try:
+            text = complete.decode("utf-8-sig" if self.lineno == 0 else "utf-8")
+        except UnicodeDecodeError as e:
+            return f"{self.path}: not UTF-8 text (byte {e.start} of the appended part)"
+        lines = text.split("\n")[:-1]
+        base = self.lineno
+        self.lineno += len(lines)
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter)
+        live = self.live
+        try:
+            consumed = 0
+            for cells in reader:
+                first, consumed = consumed, reader.line_num
+                last = consumed - 1
+                if self.header is None:
+                    self.header = [h.strip() for h in cells]
+                    continue
+                if not cells or not any(c.strip() for c in cells):
+                    continue
+                header = self.header
+                if len(cells) != len(header):
+                    note = f"line {base + first + 1}: {len(cells)} cells, header has {len(header)}"
+                    live.notes.append((live.records, note))
+                end = len(lines[last].rstrip("\r")) if last < len(lines) else 0
+                record = live.new_record(span=Span(base + first, 0, base + last, end))
+                self.mapper.add(live, {h: c.strip() for h, c in zip(header, cells)}, record)
+        except csv.Error as e:
+            return f"{self.path}:{base + reader.line_num}: malformed CSV ({e})"
+        return None
+
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.mapper.names)
+
+
+_DECODE = msgspec.json.Decoder()
+
+
+class _EventTailer(_Tailer):
+    """TensorBoard event files: complete records appended since the last poll."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        super().__init__(path, fmt)
+        self.prologue = b""
+        self.prologue_records = 0
+        self.records_read = 0
+        self.split = split_of(path)
+        self.tags: dict[str, str] = {}  # normalised name -> tag
+        self.chosen: dict[str, str] = {}  # canonical series -> normalised name
+        self.by_tag: dict[str, str] = {}  # tag -> canonical series
+        self.last_loss: tuple[int, float] | None = None  # (step, wall) for step time
+        self.extra: list[Finding] = []
+        self.stopped = False  # framing lost at a damaged record: nothing more can be read
+
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.tags.values())
+
+    def poll(self) -> Poll:
+        if self.stopped:
+            return Poll(extra=tuple(self.extra))
+        got = self._read_new()
+        if got is None:
+            return Poll(error=f"{self.path}: cannot read (gone or not readable)")
+        data, restarted = got
+        if not data:
+            return Poll(grew=restarted, replaced=restarted, extra=tuple(self.extra))
+        start = self.offset - len(data)  # absolute offset of data[0]
+        p = len(self.prologue)
+        scan = scan_event_bytes(self.prologue + data, path=str(self.path), verify_crc=True)
+        consumed = max(0, scan.end_offset - p)
+        self.offset = start + consumed  # a record cut by the writer is read again next time
+        new_tags = [t for t in scan.scalars if t not in self.by_tag and
+                    normalise_tag(t, self.split) not in self.tags]
+        if new_tags:
+            for t in scan.scalars:
+                self.tags.setdefault(normalise_tag(t, self.split), t)
+            chosen, _ = map_columns(self.tags)
+            self.chosen = chosen
+            self.by_tag = {self.tags[col]: series for series, col in chosen.items()}
+        points = []
+        for tag, ser in scan.scalars.items():
+            series = self.by_tag.get(tag)
+            if series is None:
+                continue
+            for st, wall, value, off in zip(ser.steps, ser.wall_times, ser.values, ser.offsets):
+                if off >= p:
+                    points.append((off - p + start, series, tag, st, wall, value))
+        points.sort(key=lambda t: t[0])
+        live = self.live
+        derive_step_time = "step_time" not in self.chosen
+        for off, series, tag, st, wall, value in points:
+            record = live.new_record(byte_offset=off)
+            live.add(series, tag, st, value, record)
+            if series == "loss" and derive_step_time:
+                if self.last_loss is not None:
+                    dstep, dwall = st - self.last_loss[0], wall - self.last_loss[1]
+                    if dstep > 0 and dwall > 0:
+                        live.add("step_time", "wall time / step", st, dwall / dstep, record)
+                self.last_loss = (st, wall)
+        records_here = scan.records - self.prologue_records  # (before the prologue grows)
+        damaged = [pr for pr in scan.problems if pr.kind != "truncated"]
+        if damaged:
+            shifted = tuple(replace(pr, offset=pr.offset - p + start,
+                                    record=pr.record - self.prologue_records + self.records_read)
+                            for pr in damaged)
+            self.extra.extend(event_file_findings(
+                [replace(scan, problems=shifted, records=self.records_read + records_here)]))
+            self.stopped = any(pr.kind != "bad-proto" for pr in damaged)
+        self.records_read += records_here
+        self._keep_metadata(data[:consumed])
+        return Poll(grew=True, replaced=restarted, extra=tuple(self.extra))
+
+    def _keep_metadata(self, data: bytes) -> None:
+        """Keep whole records whose bytes name the scalars plugin (see the module doc)."""
+        pos, size = 0, len(data)
+        while pos + 12 <= size and len(self.prologue) < _PROLOGUE_CAP:
+            (n,) = struct.unpack_from("<Q", data, pos)
+            end = pos + 12 + n + 4
+            if end > size:
+                break
+            if _SCALARS_PLUGIN in data[pos + 12 : pos + 12 + n]:
+                self.prologue += data[pos:end]
+                self.prologue_records += 1
+            pos = end
+
+
+class _WholeTailer(_Tailer):
+    """Logs rewritten whole (trainer_state.json) or read whole (Coqui text, JSON arrays):
+    read again only when the size or mtime changes."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        super().__init__(path, fmt)
+        self.signature: tuple[int, int] | None = None
+        self.failed: tuple[tuple[int, int], str] | None = None
+
+    def poll(self) -> Poll:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return Poll(error=f"{self.path}: cannot read (gone or not readable)")
+        sig = (st.st_size, st.st_mtime_ns)
+        if sig == self.signature:
+            return Poll()
+        try:
+            data = self.path.read_bytes()
+            if self.fmt == "hf-trainer-state":
+                run = read_trainer_state(self.path, data)
+            else:
+                run = read_run(self.path, Detected("metrics", self.fmt), data)
+        except (ReadError, OSError, ValueError, RecursionError) as e:
+            # The writer may be mid-rewrite: an error counts only once the same bytes
+            # fail twice.
+            reason = str(e) if isinstance(e, ReadError) else f"{self.path}: unreadable ({e})"
+            if self.failed is not None and self.failed[0] == sig:
+                self.signature = sig
+                return Poll(grew=True, error=reason)
+            self.failed = (sig, reason)
+            return Poll()
+        self.signature, self.failed = sig, None
+        self.live.replace(run)
+        return Poll(grew=True, replaced=True)
+
+    def columns(self) -> tuple[str, ...]:
+        return self.live.series_names()
+
+    def move(self, path: Path) -> None:
+        """The live trainer_state.json is now another file (a newer checkpoint)."""
+        self.path = path
+        self.signature = None
+
+
+def make_tailer(path: Path, fmt: str) -> _Tailer:
+    if fmt in ("metrics-jsonl", "metrics-csv"):
+        return _LineTailer(path, fmt)
+    if fmt == "tfevents":
+        return _EventTailer(path, fmt)
+    return _WholeTailer(path, fmt)
+
+
+# --- the watch loop ------------------------------------------------------------------
+
+@dataclass
+class _Watched:
+    """A log's state in the watch: its tailer, judge and what was last said about it."""
+
+    key: str  # the name it is shown under
+    tailer: _Tailer
+    judge: IncrementalJudge
+    report: Report | None = None
+    said: tuple | None = None
+    last_growth: float = 0.0
+    stalled: bool = False
+    fail_since: int | None = None  # records at the first FAIL of the current streak
+
+
+@dataclass
+class WatchOptions:
+    interval: float = 2.0
+    until_fail: bool = False
+    stall_timeout: float | None = None
+    json: bool = False
+    confirm: int | None = None
+    schedule: Schedule = field(default_factory=Schedule)
+
+
+def _candidates(root: Path) -> dict[str, tuple[Path, str]]:
+    """Logs below a folder: name shown -> (path, format). In an HF output_dir the
+    top-level trainer_state.json, else the newest checkpoint's, stands for the run."""
+    found: dict[str, tuple[Path, str]] = {}
+    states: dict[Path, list[tuple[int, Path]]] = {}
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        for f in sorted(files):
+            if f == STREAM_NAME:
+                continue  # the guardian's own output
+            p = here / f
+            if p.suffix.lower() not in _LOG_SUFFIXES and "tfevents" not in f:
+                continue
+            if f == "trainer_state.json":
+                n = here.name[len("checkpoint-"):] if here.name.startswith("checkpoint-") else ""
+                if n.isdigit():
+                    states.setdefault(here.parent, []).append((int(n), p))
+                else:
+                    states.setdefault(here, []).append((1 << 62, p))  # the top-level file wins
+                continue
+            found[str(p)] = (p, "")
+    for owner, items in states.items():
+        _, best = max(items)
+        found[str(owner / "trainer_state.json")] = (best, "hf-trainer-state")
+    return found
+
+
+def _detect(path: Path) -> Detected:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(HEAD_BYTES)
+    except OSError as e:
+        return Detected("other", "unknown", f"cannot read ({e.strerror or e})")
+    return detect(path, head)
+
+
+class Watch:
+    """The state of one `watch` invocation; `run()` loops until done."""
+
+    def __init__(self, target: Path, config: Config, options: WatchOptions, *,
+                 out: TextIO | None = None, err: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.target = target
+        self.config = config
+        self.options = options
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.clock = clock
+        self.sleep = sleep
+        self.logs: dict[str, _Watched] = {}
+        self.ignored: dict[str, tuple[int, str]] = {}  # path -> (size when checked, reason)
+        self.confirm = options.confirm if options.confirm is not None else default_confirm(config)
+        self.failed: _Watched | None = None
+
+    # --- output -----------------------------------------------------------------------
+    def _emit(self, event: dict[str, Any], lines: list[str]) -> None:
+        if self.options.json:
+            self.out.write(encode(event))
+        else:
+            self.out.write("".join(line + "\n" for line in lines))
+        self.out.flush()
+
+    def _info(self, line: str) -> None:
+        print(f"trainproof-lsp watch: {line}", file=self.err if self.options.json else self.out, flush=True)
+
+    # --- discovery --------------------------------------------------------------------
+    def _discover(self) -> None:
+        if self.target.is_dir():
+            found = _candidates(self.target)
+        else:
+            found = {str(self.target): (self.target, "")}
+        for key, (path, fmt) in found.items():
+            w = self.logs.get(key)
+            if w is not None:
+                if isinstance(w.tailer, _WholeTailer) and w.tailer.path != path:
+                    w.tailer.move(path)
+                continue
+            if not fmt:
+                try:
+                    size = os.stat(path).st_size
+                except OSError:
+                    continue
+                seen = self.ignored.get(key)
+                if seen is not None and seen[0] == size:
+                    continue
+                d = _detect(path)
+                if d.kind != "metrics" or d.format == "mlflow":
+                    self.ignored[key] = (size, d.reason or "not a training log")
+                    continue
+                fmt = d.format
+            self.ignored.pop(key, None)
+            self.logs[key] = _Watched(key=key, tailer=make_tailer(path, fmt),
+                                      judge=IncrementalJudge(self.config, self.options.schedule),
+                                      last_growth=self.clock())
+
+    # --- one poll ---------------------------------------------------------------------
+    def poll_once(self) -> None:
+        self._discover()
+        now = self.clock()
+        for w in list(self.logs.values()):
+            got = w.tailer.poll()
+            live = w.tailer.live
+            report: Report | None
+            if got.error is not None:
+                report = not_checked(w.key, "metrics", w.tailer.fmt, got.error)
+                w.judge.report = report
+            elif got.grew or got.replaced:
+                report = w.judge.update(live, extra=got.extra, force=got.replaced,
+                                        columns=w.tailer.columns())
+            else:
+                report = None
+            if got.grew:
+                w.last_growth = now
+                if w.stalled:
+                    w.stalled = False
+                    self._emit(stall_event(path=w.key, step=live.last_step(), seconds=0.0, stalled=False),
+                               [f"{w.key}: growing again"])
+            elif (self.options.stall_timeout is not None and not w.stalled
+                  and now - w.last_growth >= self.options.stall_timeout):
+                w.stalled = True
+                waited = now - w.last_growth
+                self._emit(stall_event(path=w.key, step=live.last_step(), seconds=waited, stalled=True),
+                           [f"{w.key}: stalled: no growth for {waited:.0f} s (last step {live.last_step()})"])
+            if report is not None:
+                w.report = report
+                key = finding_key(report)
+                if key != w.said:
+                    previous = w.said[0] if w.said else None
+                    w.said = key
+                    step = live.last_step()
+                    self._emit(verdict_event(report, source="watch", path=w.key, step=step,
+                                             records=live.records, previous=previous),
+                               [f"{w.key}: {line}" if i == 0 else line
+                                for i, line in enumerate(change_lines(report, step, previous))])
+            self._confirm(w)
+
+    def _confirm(self, w: _Watched) -> None:
+        report = w.report
+        if report is None or report.verdict is not Verdict.FAIL:
+            w.fail_since = None
+            return
+        records = w.tailer.live.records
+        if w.fail_since is None:
+            w.fail_since = records
+        if self.failed is None and (records - w.fail_since >= self.confirm or w.stalled):
+            self.failed = w
+            if self.options.until_fail:
+                why = "the log stalled" if w.stalled and records - w.fail_since < self.confirm else \
+                    f"still standing {records - w.fail_since} record(s) later"
+                self._info(f"{w.key}: FAIL {', '.join(fail_ids(report))} confirmed ({why}); exiting")
+
+    # --- the loop ---------------------------------------------------------------------
+    def outcome(self) -> Outcome:
+        reports: list[Report] = [w.report for w in self.logs.values() if w.report is not None]
+        pending = [NotJudged(path=w.key, reason="nothing logged yet") for w in self.logs.values()
+                   if w.report is None]
+        if not self.logs:
+            where = str(self.target)
+            reports.append(not_checked(where, "folder", "folder",
+                                       f"{where}: no training log to watch"))
+        return Outcome(reports=tuple(reports), not_judged=tuple(pending))
+
+    def run(self, *, max_seconds: float | None = None) -> Outcome:
+        """Poll until --until-fail is met, Ctrl-C, or `max_seconds` (tests) pass."""
+        start = self.clock()
+        early = None
+        if not self.target.exists():
+            early = not_checked(str(self.target), "unknown", "unknown", f"{self.target}: no such file or folder")
+        elif self.target.is_file():
+            d = _detect(self.target)
+            if d.kind != "metrics" or d.format == "mlflow":
+                reason = d.reason or "not a training log this version can read"
+                early = not_checked(str(self.target), d.kind, d.format, f"{self.target}: {reason}")
+        if early is not None:
+            if self.options.json:  # (text mode: the CLI prints the final verdicts)
+                self._emit(verdict_event(early, source="watch", path=str(self.target), step=None,
+                                         records=0, previous=None), [])
+            return Outcome(reports=(early,))
+        self._info(f"watching {self.target} every {self.options.interval:g} s"
+                   + (" until a FAIL" if self.options.until_fail else "") + " (Ctrl-C to stop)")
+        try:
+            while True:
+                self.poll_once()
+                if self.options.until_fail and self.failed is not None:
+                    break
+                if max_seconds is not None and self.clock() - start >= max_seconds:
+                    break
+                self.sleep(self.options.interval)
+        except KeyboardInterrupt:
+            self._info("stopped (Ctrl-C)")
+        return self.outcome()
+
+
+def watch(target: Path, config: Config, options: WatchOptions, **kwargs: Any) -> Outcome:
+    return Watch(target, config, options, **kwargs).run()
+
+
+__all__ = ["Watch", "WatchOptions", "make_tailer", "watch"]

@@ -1,0 +1,137 @@
+"""The child side of `trainproof-lsp env`: runs inside the user's chosen interpreter.
+
+Not imported by trainproof_lsp: envcheck.py passes this file's source with `python -c`,
+so it must run on any Python 3.6+ and import nothing but the standard library (the
+interpreter under test may not have trainproof-lsp installed, and running it as a file
+would put this folder first on sys.path).
+
+Protocol: argv[1] is a JSON job {"path0": ..., "items": [...]}. One JSON object per line
+goes to a private copy of stdout; the real fd 1 is pointed at stderr first, so whatever
+the imported modules print cannot corrupt the protocol.
+
+    {"hello": "<version>", "executable": "<path>"}
+    {"begin": <id>}                       before each item
+    {"end": <id>, "ok": true}             after it, or {"end": <id>, "ok": false, "kind": ...}
+    {"done": true}
+
+An item that never reports its end was killed by a signal (native crash), ended the
+process (os._exit) or hung: the parent tells these apart by the exit status and its clock.
+Items: {"id", "kind": "import", "module", "package", "names"}, {"id", "kind": "run",
+"path"} (run a script's top level, only with --run-entrypoint), {"id", "kind": "locate",
+"module"} (find a module's file without importing it or its packages).
+"""
+import json
+import os
+import sys
+
+
+def _where(exc):
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return "%s:%s" % (last.filename, last.lineno)
+
+
+def _locate(module):
+    import importlib.machinery
+
+    path = None
+    spec = None
+    for part in module.split("."):
+        spec = importlib.machinery.PathFinder.find_spec(part, path)
+        if spec is None:
+            return {"ok": False, "kind": "module-not-found", "type": "ModuleNotFoundError",
+                    "message": "No module named %r" % module, "missing_module": module}
+        path = spec.submodule_search_locations
+    origin = spec.origin
+    if spec.submodule_search_locations:  # a package: `python -m pkg` runs pkg/__main__.py
+        for folder in spec.submodule_search_locations:
+            main = os.path.join(folder, "__main__.py")
+            if os.path.isfile(main):
+                origin = main
+                break
+    return {"ok": True, "file": origin or ""}
+
+
+def _import(item):
+    import importlib
+
+    module = item["module"]
+    package = item.get("package") or None
+    mod = importlib.import_module(module, package)
+    base = mod.__name__
+    missing = []
+    for name in item.get("names") or []:
+        if name == "*" or hasattr(mod, name):
+            continue
+        # `from pkg import sub` also imports the submodule pkg.sub.
+        try:
+            importlib.import_module(base + "." + name)
+        except ImportError as e:
+            if getattr(e, "name", None) == base + "." + name:
+                missing.append(name)
+                continue
+            raise
+        if not hasattr(mod, name):
+            missing.append(name)
+    if missing:
+        return {"ok": False, "kind": "missing-name", "type": "ImportError", "names": missing,
+                "message": "cannot import name %s from %r (%s)" % (
+                    ", ".join(repr(n) for n in missing), base, getattr(mod, "__file__", None) or "built-in"),
+                "file": getattr(mod, "__file__", None) or ""}
+    return {"ok": True, "file": getattr(mod, "__file__", None) or ""}
+
+
+def _probe(item):
+    try:
+        if item["kind"] == "locate":
+            return _locate(item["module"])
+        if item["kind"] == "run":
+            import runpy
+
+            runpy.run_path(item["path"], run_name="__trainproof_probe__")
+            return {"ok": True}
+        return _import(item)
+    except SystemExit as e:
+        return {"ok": False, "kind": "exit", "type": "SystemExit", "message": "sys.exit(%r)" % (e.code,),
+                "where": _where(e)}
+    except BaseException as e:  # everything an import can raise, reported, never re-raised
+        kind = "module-not-found" if type(e).__name__ == "ModuleNotFoundError" else "exception"
+        return {"ok": False, "kind": kind, "type": type(e).__name__, "message": str(e)[:400],
+                "missing_module": getattr(e, "name", None) or "", "where": _where(e)}
+
+
+def main():
+    job = json.loads(sys.argv[1])
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # module output goes to stderr from here on
+
+    def emit(obj):
+        proto.write(json.dumps(obj) + "\n")
+        proto.flush()
+
+    try:
+        import faulthandler
+
+        faulthandler.enable()  # a native crash prints the Python stack to stderr
+    except Exception:
+        pass
+    sys.argv = [job.get("argv0") or "-"]
+    sys.path[0] = job["path0"]
+    emit({"hello": sys.version.split()[0], "executable": sys.executable})
+    for item in job["items"]:
+        emit({"begin": item["id"]})
+        result = _probe(item)
+        result["end"] = item["id"]
+        emit(result)
+    emit({"done": True})
+    proto.close()
+    # Skip interpreter teardown: atexit hooks of imported libraries are not under test.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,920 @@
+"""Checkpoints read without executing them: torch ZIP archives, legacy pickles,
+safetensors files and sharded indexes -> `CheckpointFacts`.
+
+Never `torch.load`, never `pickle.load`, never `import torch`. Pickles are walked opcode
+by opcode (`pickle_walk`); tensor bytes are read straight from the file (mmap) and scanned
+with numpy when it is installed, with `bytes` operations in C otherwise.
+
+The formats, as this module reads them:
+
+torch.save (>= 1.6) — a ZIP with STORED entries and data descriptors (flag bit 3):
+    <name>/data.pkl            pickle of the object; tensors are persistent ids
+                               ('storage', torch.FloatStorage, '<key>', 'cpu', numel)
+    <name>/data/<key>          raw storage bytes, 64-byte aligned
+    <name>/byteorder           "little" | "big"
+    <name>/version, .format_version, .storage_alignment, .data/serialization_id
+    central directory + end-of-central-directory record at the tail (written last: a
+    save killed mid-write has local headers but no central directory)
+
+legacy torch.save (< 1.6, or _use_new_zipfile_serialization=False) — concatenated
+pickles: magic number 0x1950a86a20f9469cfc6c, protocol version, sys_info, the object,
+the list of storage keys, then raw storages.
+
+safetensors — u64 little-endian header length N, N bytes of JSON
+    {"<tensor>": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]},
+     "__metadata__": {...}}, then the data section (offsets are relative to it).
+
+sharded index (*.index.json) — {"metadata": {...}, "weight_map": {"<tensor>": "<shard file>"}}.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import os
+import re
+import struct
+import zipfile
+import zlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from ..model import Span
+from ..positions import ByteIndex
+from . import pickle_walk as pw
+
+# torch.serialization's MAGIC_NUMBER: the first pickle of a legacy torch.save file.
+LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+
+_STORAGE_DTYPES = {
+    "DoubleStorage": "float64", "FloatStorage": "float32", "HalfStorage": "float16",
+    "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
+    "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8",
+    "BoolStorage": "bool", "ComplexFloatStorage": "complex64",
+    "ComplexDoubleStorage": "complex128", "UntypedStorage": "uint8",
+    "QInt8Storage": "qint8", "QUInt8Storage": "quint8", "QInt32Storage": "qint32",
+    "Float8_e4m3fnStorage": "float8_e4m3fn", "Float8_e5m2Storage": "float8_e5m2",
+    "UInt16Storage": "uint16", "UInt32Storage": "uint32", "UInt64Storage": "uint64",
+}
+_TORCH_DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16",
+                        "long": "int64", "int": "int32", "short": "int16",
+                        "cfloat": "complex64", "cdouble": "complex128"}
+ITEMSIZE = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
+    "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
+    "qint8": 1, "quint8": 1, "qint32": 4, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1, "uint16": 2,
+    "uint32": 4, "uint64": 8,
+}
+_SAFETENSORS_DTYPES = {
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
+    "U16": "uint16", "U32": "uint32", "U64": "uint64", "BOOL": "bool",
+    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu",
+    "C64": "complex64",
+}
+# The floating dtypes whose NaN/Inf/zero scan is implemented (IEEE layouts).
+FLOATS = ("float64", "float32", "float16", "bfloat16")
+
+# safetensors refuses headers above 100 MB; a bigger length is not a safetensors file.
+_SAFETENSORS_MAX_HEADER = 100_000_000
+
+# Names HF Trainer gives the model weights of a checkpoint-<step>/ folder; the
+# optimizer-state check for that folder is reported once, on this file.
+_HF_MAIN_WEIGHTS = {"model.safetensors", "pytorch_model.bin", "adapter_model.safetensors",
+                    "adapter_model.bin", "model.safetensors.index.json",
+                    "pytorch_model.bin.index.json"}
+_HF_CHECKPOINT_DIR = re.compile(r"checkpoint-\d+$")
+
+_OPTIMIZER_KEYS = {"optimizer", "optimizer_states", "optimizer_state_dict", "optimizer_state",
+                   "optim", "opt", "optimizers", "optim_state", "optimizer_state_dicts"}
+_WEIGHT_KEYS = {"state_dict", "model", "model_state_dict", "module", "model_state", "ema",
+                "ema_state_dict", "params", "weights", "net", "network", "generator"}
+_PROGRESS_KEYS = ("epoch", "global_step", "step", "iteration", "iter", "steps", "epochs")
+_RNG_KEYS = {"python", "numpy", "cpu", "cuda", "mps", "xla", "npu", "hpu", "mlu", "musa"}
+
+
+# --- records -------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TensorFacts:
+    """One tensor as the file describes it, and what its bytes hold."""
+
+    name: str  # dotted path in the pickle ("state_dict.fc.weight") or safetensors key
+    dtype: str  # "float32", "bfloat16", ... or "unknown:<storage>"
+    shape: tuple[int, ...]
+    numel: int
+    stride: tuple[int, ...] = ()  # in elements; () means contiguous
+    entry: str  # ZIP entry holding the storage ("sd/data/0"); "" elsewhere
+    byte_offset: int | None  # file offset of the tensor's first element
+    role: str  # "weights" | "optimizer" | "rng" | "other"
+    scanned: bool = False
+    nan: int = 0
+    inf: int = 0
+    first_bad: int | None = None  # element index of the first NaN/Inf
+    all_zero: bool = False
+    note: str = ""  # why the bytes were not scanned
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Problem:
+    """What is wrong with the file as a container (empty, cut off, CRC, header...)."""
+
+    kind: str  # "empty" | "truncated" | "corrupt" | "legacy" | "unreadable" | "bad-header" | "missing"
+    message: str
+    byte_offset: int | None = None
+    span: Span | None = None
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnsafeGlobal:
+    module: str
+    name: str
+    danger: str  # what calling it does, when known
+    byte_offset: int  # file offset of the opcode naming it
+    entry: str  # ZIP entry of the pickle ("" for a bare pickle)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointFacts:
+    path: str
+    format: str  # "torch-zip" | "torch-legacy" | "pickle" | "safetensors" | "sharded-index" | "unknown"
+    size: int
+    problems: tuple[Problem, ...] = ()
+    unsafe: tuple[UnsafeGlobal, ...] = ()
+    pickles_walked: int = 0
+    tensors: tuple[TensorFacts, ...] = ()
+    scanned: bool = False  # tensor bytes were read
+    scan_note: str = ""  # why they were not
+    top_keys: tuple[str, ...] = ()
+    # A dict with training progress (epoch/global_step...) and model weights: a resume
+    # checkpoint. has_optimizer says whether it carries optimizer state.
+    progress_keys: tuple[str, ...] = ()
+    has_optimizer: bool | None = None
+    # HF checkpoint-<step>/ folder holding weights and trainer_state.json but no optimizer
+    # state: the folder, else None.
+    hf_folder_without_optimizer: str | None = None
+    bytes_scanned: int = 0
+    numpy_used: bool = False
+    # Set by the engine for --reference: the checkpoint to compare shapes against.
+    reference: "CheckpointFacts | None" = None
+
+    @property
+    def readable(self) -> bool:
+        return not any(p.kind in ("empty", "truncated", "unreadable", "bad-header", "legacy", "missing")
+                       for p in self.problems)
+
+
+class CheckpointError(Exception):
+    """The file cannot be opened at all (permissions, a folder...). One line."""
+
+
+# --- entry point -------------------------------------------------------------------------
+
+def read_checkpoint(path: Path, *, scan: bool = True) -> CheckpointFacts:
+    """Read `path` as a checkpoint. Raises CheckpointError when it cannot be opened;
+    everything else (empty, cut off, corrupt, not a checkpoint) is in the facts."""
+    name = str(path)
+    if path.name.lower().endswith(".index.json"):
+        return _read_index(path)
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise CheckpointError(f"{name}: not a regular file")
+        if size == 0:
+            return CheckpointFacts(path=name, format="unknown", size=0, problems=(Problem(
+                kind="empty", byte_offset=0,
+                message="zero-byte file: the save was interrupted before writing anything"),))
+        with path.open("rb") as fh:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise CheckpointError(f"{name}: cannot read ({e.strerror or e})") from None
+    try:
+        facts = _read_mapped(path, mm, size, scan)
+    finally:
+        try:
+            mm.close()
+        except BufferError:  # a numpy view still alive; the GC closes it
+            pass
+    return _with_hf_folder(path, facts)
+
+
+def _read_mapped(path: Path, mm: mmap.mmap, size: int, scan: bool) -> CheckpointFacts:
+    name = str(path)
+    head = mm[:16]
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return _read_zip(path, mm, size, scan)
+    if path.suffix.lower() == ".safetensors" or _looks_like_safetensors(head, size):
+        return _read_safetensors(path, mm, size, scan)
+    walked = pw.walk(mm[: min(size, 64 * 1024 * 1024)])
+    if walked.error and not walked.globals and walked.end == 0:
+        return CheckpointFacts(path=name, format="unknown", size=size, problems=(Problem(
+            kind="unreadable", byte_offset=0,
+            message=f"not a checkpoint: neither a torch ZIP archive, a pickle nor safetensors "
+                    f"(first bytes {bytes(head[:8])!r})",
+            evidence={"first_bytes": bytes(head[:8]).hex()}),))
+    return _read_pickles(path, mm, size, walked)
+
+
+# --- torch ZIP archives ------------------------------------------------------------------
+
+def _local_data_offset(mm: mmap.mmap, header_offset: int) -> int | None:
+    # Local file header: signature, version, flags, method, time, date, crc, sizes,
+    # name length, extra length (30 bytes), then name and extra, then the data.
+    if mm[header_offset:header_offset + 4] != b"PK\x03\x04":
+        return None
+    nlen, elen = struct.unpack_from("<HH", mm, header_offset + 26)
+    return header_offset + 30 + nlen + elen
+
+
+def _read_zip(path: Path, mm: mmap.mmap, size: int, scan: bool) -> CheckpointFacts:
+    name = str(path)
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, struct.error):
+        return _read_truncated_zip(path, mm, size)
+    except OSError as e:
+        raise CheckpointError(f"{name}: cannot read ({e.strerror or e})") from None
+    with zf:
+        infos = zf.infolist()
+        names = [i.filename for i in infos]
+        pkl = sorted((n for n in names if n.endswith("data.pkl")), key=len)
+        if not pkl:
+            if any(n.endswith("constants.pkl") or "/code/" in n for n in names):
+                why = "a TorchScript archive (torch.jit.save): not judged by this version"
+            else:
+                why = f"a ZIP archive without data.pkl ({len(names)} entries): not a torch checkpoint"
+            return CheckpointFacts(path=name, format="zip", size=size,
+                                   problems=(Problem(kind="unreadable", message=why, byte_offset=0),))
+        prefix = pkl[0][: -len("data.pkl")]
+        problems: list[Problem] = []
+        offsets: dict[str, tuple[int, int, int]] = {}  # entry -> (data offset, size, method)
+        for info in infos:
+            data_off = _local_data_offset(mm, info.header_offset)
+            if data_off is None or data_off + info.compress_size > size:
+                problems.append(Problem(
+                    kind="corrupt", byte_offset=info.header_offset,
+                    message=f"entry {info.filename}: local header at byte {info.header_offset} is damaged",
+                    evidence={"entry": info.filename}))
+                continue
+            offsets[info.filename] = (data_off, info.compress_size, info.compress_type)
+        # CRC of every entry, as the ZIP itself records it.
+        view = memoryview(mm)
+        try:
+            for info in infos:
+                if info.filename not in offsets:
+                    continue
+                data_off, csize, method = offsets[info.filename]
+                if method == zipfile.ZIP_STORED:
+                    crc = zlib.crc32(view[data_off:data_off + csize]) & 0xFFFFFFFF
+                    ok = crc == info.CRC
+                else:
+                    ok = _crc_by_zipfile(zf, info)
+                    crc = None
+                if not ok:
+                    problems.append(Problem(
+                        kind="corrupt", byte_offset=data_off,
+                        message=f"entry {info.filename} fails its CRC-32 check "
+                                f"(recorded {info.CRC:08x}" + (f", data gives {crc:08x})" if crc is not None else ")"),
+                        evidence={"entry": info.filename, "crc_recorded": f"{info.CRC:08x}",
+                                  "crc_actual": f"{crc:08x}" if crc is not None else ""}))
+            pkl_off, pkl_size, pkl_method = offsets.get(pkl[0], (0, 0, -1))
+            if pkl_method == zipfile.ZIP_STORED:
+                pkl_bytes = bytes(view[pkl_off:pkl_off + pkl_size])
+            elif pkl_method >= 0:
+                try:
+                    pkl_bytes = zf.read(pkl[0])
+                except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError):
+                    pkl_bytes = b""
+            else:
+                pkl_bytes = b""
+            byteorder = "little"
+            if f"{prefix}byteorder" in offsets:
+                bo_off, bo_size, _ = offsets[f"{prefix}byteorder"]
+                byteorder = bytes(view[bo_off:bo_off + bo_size]).decode("ascii", "replace").strip() or "little"
+        finally:
+            view.release()
+    walked = pw.walk(pkl_bytes, base=pkl_off if pkl_method == zipfile.ZIP_STORED else 0)
+    unsafe = _unsafe(walked, pkl[0])
+    if walked.error:
+        return CheckpointFacts(path=name, format="torch-zip", size=size, problems=tuple(problems) + (Problem(
+            kind="corrupt", byte_offset=pkl_off, evidence={"entry": pkl[0]},
+            message=f"entry {pkl[0]} is not a complete pickle ({walked.error})"),),
+            unsafe=unsafe, pickles_walked=1, scan_note="data.pkl could not be walked")
+    tensors, more_problems = _zip_tensors(walked.root, prefix, offsets, byteorder, path)
+    problems.extend(more_problems)
+    facts = CheckpointFacts(path=name, format="torch-zip", size=size, problems=tuple(problems),
+                            unsafe=unsafe, pickles_walked=1, tensors=tuple(tensors),
+                            top_keys=pw.top_keys(walked.root), **_resume_shape(walked.root))
+    if not scan:
+        return replace(facts, scan_note="content scan not requested")
+    return _scan_all(facts, mm, byteorder)
+
+
+def _crc_by_zipfile(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
+    try:
+        with zf.open(info) as fh:
+            while fh.read(1 << 20):
+                pass
+        return True
+    except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError, EOFError):
+        return False
+
+
+def _unsafe(walked: pw.Walked, entry: str) -> tuple[UnsafeGlobal, ...]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for g in walked.globals:
+        if g.allowed or (g.module, g.name) in seen:
+            continue
+        seen.add((g.module, g.name))
+        out.append(UnsafeGlobal(module=g.module, name=g.name, danger=g.danger,
+                                byte_offset=g.offset, entry=entry))
+    return tuple(out)
+
+
+def _storage_of(ref: pw.TensorRef) -> tuple[str, str, int | None] | None:
+    """(key, dtype, numel or None) of a tensor's storage persistent id."""
+    storage = ref.storage
+    if not isinstance(storage, pw.Persistent) or not isinstance(storage.pid, tuple):
+        return None
+    pid = storage.pid
+    if len(pid) < 3 or pid[0] != "storage":
+        return None
+    stype, key = pid[1], pid[2]
+    if not isinstance(key, str):
+        return None
+    dtype = "unknown"
+    if isinstance(stype, pw.Global):
+        dtype = _STORAGE_DTYPES.get(stype.name, f"unknown:{stype.name}")
+    numel = pid[4] if len(pid) > 4 and isinstance(pid[4], int) else None
+    return key, dtype, numel
+
+
+def _is_optimizer_file(file_name: str) -> bool:
+    # HF optimizer.pt, accelerate optimizer.bin / optimizer_1.bin, DeepSpeed *_optim_states.pt
+    lower = file_name.lower()
+    return lower.startswith("optimizer") or lower.endswith("optim_states.pt")
+
+
+def _role(path: str, top: tuple[str, ...], file_name: str) -> str:
+    first = path.split(".", 1)[0]
+    lower_name = file_name.lower()
+    if _is_optimizer_file(file_name) or set(top) >= {"state", "param_groups"}:
+        return "optimizer"
+    if lower_name.startswith("rng_state") or (top and set(top) <= _RNG_KEYS):
+        return "rng"
+    if first in _OPTIMIZER_KEYS:
+        return "optimizer"
+    if first in _WEIGHT_KEYS:
+        return "weights"
+    if first in ("lr_schedulers", "callbacks", "loops", "scheduler", "lr_scheduler", "scaler",
+                 "hyper_parameters", "hparams", "args", "config"):
+        return "other"
+    # A flat state dict: every tensor sits right under the root.
+    return "weights"
+
+
+def _resume_shape(root: Any) -> dict[str, Any]:
+    keys = pw.top_keys(root)
+    if not keys:
+        return {}
+    progress = tuple(k for k in keys if k in _PROGRESS_KEYS)
+    has_weights = any(k in _WEIGHT_KEYS for k in keys)
+    if not (progress and has_weights):
+        return {"progress_keys": progress}
+    has_opt = False
+    for k in keys:
+        if k in _OPTIMIZER_KEYS:
+            v = pw.value_at(root, k)
+            # Lightning writes optimizer_states: [] when there is nothing to save.
+            if not (isinstance(v, (pw.SymList, pw.SymDict)) and not v.items) and v is not None:
+                has_opt = True
+    return {"progress_keys": progress, "has_optimizer": has_opt}
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _zip_tensors(root: Any, prefix: str, offsets: Mapping[str, tuple[int, int, int]], byteorder: str,
+                 path: Path) -> tuple[list[TensorFacts], list[Problem]]:
+    top = pw.top_keys(root)
+    tensors: list[TensorFacts] = []
+    problems: list[Problem] = []
+    for tpath, ref in pw.tensors_by_path(root):
+        shape = tuple(s for s in ref.size if isinstance(s, int))
+        stride = tuple(s for s in ref.stride if isinstance(s, int))
+        storage = _storage_of(ref)
+        role = _role(tpath, top, path.name)
+        if storage is None or len(shape) != len(ref.size):
+            tensors.append(TensorFacts(name=tpath, dtype="unknown", shape=shape, numel=_numel(shape),
+                                       entry="", byte_offset=None, role=role,
+                                       note="storage reference not understood"))
+            continue
+        key, dtype, _numel_pid = storage
+        if ref.dtype:
+            dtype = _TORCH_DTYPE_ALIASES.get(ref.dtype, ref.dtype)
+        entry = f"{prefix}data/{key}"
+        numel = _numel(shape)
+        itemsize = ITEMSIZE.get(dtype)
+        if entry not in offsets:
+            problems.append(Problem(kind="corrupt", byte_offset=None,
+                                    message=f"data.pkl names storage {entry} for tensor {tpath}, "
+                                            "but the archive has no such entry",
+                                    evidence={"entry": entry, "tensor": tpath}))
+            tensors.append(TensorFacts(name=tpath, dtype=dtype, shape=shape, numel=numel, entry=entry,
+                                       byte_offset=None, role=role, note="storage entry missing"))
+            continue
+        data_off, esize, method = offsets[entry]
+        byte_offset = data_off + ref.offset * itemsize if itemsize else None
+        note = ""
+        if itemsize and numel:
+            extent = ref.offset + 1 + sum((s - 1) * abs(st) for s, st in zip(shape, stride))
+            if len(stride) != len(shape) or extent * itemsize > esize:
+                problems.append(Problem(
+                    kind="corrupt", byte_offset=data_off,
+                    message=f"tensor {tpath} {list(shape)} needs {extent * itemsize} bytes of "
+                            f"{entry}, which holds {esize}",
+                    evidence={"entry": entry, "tensor": tpath, "needed": extent * itemsize, "held": esize}))
+                note = "storage shorter than the tensor"
+        if method != zipfile.ZIP_STORED:
+            note = note or "compressed entry; bytes not scanned"
+        tensors.append(TensorFacts(name=tpath, dtype=dtype, shape=shape, numel=numel, entry=entry,
+                                   byte_offset=byte_offset, role=role, note=note,
+                                   stride=() if _is_contiguous(shape, stride) else stride))
+    return tensors, problems
+
+
+def _read_truncated_zip(path: Path, mm: mmap.mmap, size: int) -> CheckpointFacts:
+    """No central directory: walk the local headers to say what was written before the cut."""
+    name = str(path)
+    complete: list[tuple[str, int, int]] = []  # (entry, data offset, size)
+    pos = 0
+    cut_entry, cut_at = "", size
+    while pos + 30 <= size and mm[pos:pos + 4] == b"PK\x03\x04":
+        flags, method = struct.unpack_from("<HH", mm, pos + 6)
+        csize, = struct.unpack_from("<I", mm, pos + 18)
+        nlen, elen = struct.unpack_from("<HH", mm, pos + 26)
+        data_off = pos + 30 + nlen + elen
+        entry = bytes(mm[pos + 30:pos + 30 + nlen]).decode("utf-8", "replace")
+        if data_off > size:
+            cut_entry, cut_at = entry + ("..." if pos + 30 + nlen > size else ""), pos
+            break
+        if flags & 0x08:
+            # Sizes follow the data in a descriptor: PK\x07\x08, crc, sizes (4 or 8 bytes).
+            end, desc_len = _find_descriptor(mm, data_off, size)
+            if end is None:
+                cut_entry, cut_at = entry, pos
+                break
+        else:
+            if csize == 0xFFFFFFFF:  # zip64 sizes in the extra field: not needed by torch
+                cut_entry, cut_at = entry, pos
+                break
+            end, desc_len = data_off + csize, 0
+            if end > size:
+                cut_entry, cut_at = entry, pos
+                break
+        complete.append((entry, data_off, end - data_off))
+        pos = end + desc_len
+    else:
+        if mm[pos:pos + 4] == b"PK\x01\x02":
+            cut_entry = "(central directory)"
+        cut_at = pos
+    if not complete and not cut_entry:
+        return CheckpointFacts(path=name, format="torch-zip", size=size, problems=(Problem(
+            kind="unreadable", byte_offset=0,
+            message="starts like a ZIP archive but no entry could be read: not a checkpoint"),))
+    written = ", ".join(e for e, _, _ in complete[:4]) + (", ..." if len(complete) > 4 else "")
+    problem = Problem(
+        kind="truncated", byte_offset=cut_at,
+        message=(f"cut off mid-write: the ZIP has no central directory; {len(complete)} complete "
+                 f"entr{'y' if len(complete) == 1 else 'ies'} ({written or 'none'})"
+                 + (f", entry {cut_entry!r} incomplete from byte {cut_at}" if cut_entry else "")
+                 + f"; file ends at byte {size}"),
+        evidence={"complete_entries": len(complete), "incomplete_entry": cut_entry, "file_size": size,
+                  "cut_at": cut_at})
+    unsafe: tuple[UnsafeGlobal, ...] = ()
+    walked_count = 0
+    for entry, data_off, esize in complete:
+        if entry.endswith(".pkl"):
+            walked = pw.walk(bytes(mm[data_off:data_off + esize]), base=data_off)
+            unsafe += _unsafe(walked, entry)
+            walked_count += 1
+    return CheckpointFacts(path=name, format="torch-zip", size=size, problems=(problem,), unsafe=unsafe,
+                           pickles_walked=walked_count, scan_note="the archive is cut off; tensors not read")
+
+
+def _find_descriptor(mm: mmap.mmap, data_off: int, size: int) -> tuple[int | None, int]:
+    at = mm.find(b"PK\x07\x08", data_off)
+    while at != -1:
+        if at + 16 <= size:
+            c32, = struct.unpack_from("<I", mm, at + 8)
+            if c32 == at - data_off:
+                return at, 16
+        if at + 24 <= size:
+            c64, = struct.unpack_from("<Q", mm, at + 8)
+            if c64 == at - data_off:
+                return at, 24
+        at = mm.find(b"PK\x07\x08", at + 1)
+    return None, 0
+
+
+# --- bare pickles (legacy torch.save, or not torch at all) --------------------------------
+
+def _read_pickles(path: Path, mm: mmap.mmap, size: int, first: pw.Walked) -> CheckpointFacts:
+    name = str(path)
+    data = mm[: min(size, 64 * 1024 * 1024)]
+    unsafe = list(_unsafe(first, ""))
+    walked = 1
+    legacy = isinstance(first.root, int) and not isinstance(first.root, bool) and first.root == LEGACY_MAGIC
+    if legacy and not first.error:
+        # protocol version, sys_info, the object, the storage keys; raw storages follow.
+        pos = first.end
+        for _ in range(4):
+            if pos >= len(data):
+                break
+            w = pw.walk(data, start=pos)
+            walked += 1
+            unsafe.extend(_unsafe(w, ""))
+            if w.error:
+                break
+            pos = w.end
+        problem = Problem(
+            kind="legacy", byte_offset=0,
+            message=("pre-1.6 torch.save format (a bare pickle followed by raw storages): its tensors "
+                     "are not read by this version, so weights were not checked; the pickle's "
+                     "globals were checked without running it. Re-save with torch >= 1.6 to have it judged"),
+            evidence={"pickles_walked": walked})
+        return CheckpointFacts(path=name, format="torch-legacy", size=size, problems=(problem,),
+                               unsafe=tuple(unsafe), pickles_walked=walked,
+                               scan_note="pre-1.6 torch format; tensors not read")
+    why = ("a bare pickle, not a torch.save archive: nothing in it is judged as weights; its "
+           "globals were checked without running it")
+    if first.error:
+        why = f"a damaged pickle ({first.error}); its globals up to there were checked without running it"
+    return CheckpointFacts(path=name, format="pickle", size=size,
+                           problems=(Problem(kind="unreadable", byte_offset=0, message=why),),
+                           unsafe=tuple(unsafe), pickles_walked=walked,
+                           scan_note="not a torch checkpoint; tensors not read")
+
+
+# --- safetensors ----------------------------------------------------------------------------
+
+def _looks_like_safetensors(head: bytes, size: int) -> bool:
+    if len(head) < 9:
+        return False
+    n, = struct.unpack_from("<Q", head, 0)
+    return 2 <= n <= min(size - 8, _SAFETENSORS_MAX_HEADER) and head[8:9] == b"{"
+
+
+def _read_safetensors(path: Path, mm: mmap.mmap, size: int, scan: bool) -> CheckpointFacts:
+    name = str(path)
+
+    def bad(kind: str, message: str, offset: int, **evidence: Any) -> CheckpointFacts:
+        return CheckpointFacts(path=name, format="safetensors", size=size, problems=(Problem(
+            kind=kind, message=message, byte_offset=offset, evidence=evidence),),
+            scan_note="the header could not be used; tensors not read")
+
+    if size < 8:
+        return bad("truncated", f"{size} bytes: shorter than the 8-byte header length; the save was cut off",
+                   0, file_size=size)
+    n, = struct.unpack_from("<Q", mm, 0)
+    starts_json = mm[8:9] == b"{"
+    if n > size - 8:
+        if starts_json and n <= _SAFETENSORS_MAX_HEADER:
+            return bad("truncated", f"header length says {n} bytes but only {size - 8} follow: "
+                                    "the file was cut off inside its header", 8, header_length=n, file_size=size)
+        return bad("bad-header", f"header length {n} is larger than the file ({size} bytes): not a "
+                                 "valid safetensors header", 0, header_length=n, file_size=size)
+    if not starts_json:
+        return bad("bad-header", f"the {n}-byte header does not start with '{{' (first byte "
+                                 f"{bytes(mm[8:9])!r}): not a safetensors JSON header", 8, header_length=n)
+    raw = mm[8:8 + n]
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        return bad("bad-header", f"header is not UTF-8 (byte {8 + e.start})", 8 + e.start, header_length=n)
+    except json.JSONDecodeError as e:
+        return bad("bad-header", f"header is not valid JSON at byte {8 + e.pos}: {e.msg}", 8 + e.pos,
+                   header_length=n)
+    if not isinstance(header, dict):
+        return bad("bad-header", "header is JSON but not an object", 8, header_length=n)
+    data_start = 8 + n
+    data_len = size - data_start
+    entries = []
+    for tname, spec in header.items():
+        if tname == "__metadata__":
+            continue
+        if not (isinstance(spec, dict) and isinstance(spec.get("dtype"), str)
+                and isinstance(spec.get("shape"), list) and isinstance(spec.get("data_offsets"), list)
+                and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in spec["shape"])
+                and len(spec["data_offsets"]) == 2
+                and all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in spec["data_offsets"])
+                and spec["data_offsets"][0] <= spec["data_offsets"][1]):
+            return bad("bad-header", f"tensor {tname!r}: entry is not {{dtype, shape, data_offsets}} "
+                                     "with non-negative whole numbers", 8, tensor=str(tname))
+        begin, end = spec["data_offsets"]
+        shape = tuple(spec["shape"])
+        dtype = _SAFETENSORS_DTYPES.get(spec["dtype"], f"unknown:{spec['dtype']}")
+        itemsize = ITEMSIZE.get(dtype)
+        if itemsize is not None and end - begin != _numel(shape) * itemsize:
+            return bad("bad-header", f"tensor {tname!r}: {spec['dtype']} {list(shape)} needs "
+                                     f"{_numel(shape) * itemsize} bytes, data_offsets give {end - begin}",
+                       8, tensor=str(tname))
+        entries.append((begin, end, str(tname), dtype, shape))
+    entries.sort()
+    for (b1, e1, n1, _, _), (b2, _, n2, _, _) in zip(entries, entries[1:]):
+        if b2 < e1:
+            return bad("bad-header", f"tensors {n1!r} and {n2!r} overlap (bytes {b2}-{e1} of the data section)",
+                       data_start + b2, tensor=n2)
+    last = max((e for _, e, _, _, _ in entries), default=0)
+    if last > data_len:
+        cut = next(t for t in entries if t[1] > data_len)
+        return bad("truncated", f"data section holds {data_len} bytes but the header places tensors up to "
+                                f"byte {last} (first incomplete: {cut[2]}): the file was cut off",
+                   data_start + data_len, data_bytes=data_len, header_bytes=last, tensor=cut[2])
+    role = "optimizer" if _is_optimizer_file(path.name) else "weights"
+    tensors = [TensorFacts(name=t, dtype=d, shape=s, numel=_numel(s), entry="", byte_offset=data_start + b,
+                           role=role) for b, _, t, d, s in sorted(entries, key=lambda x: x[2])]
+    facts = CheckpointFacts(path=name, format="safetensors", size=size, tensors=tuple(tensors))
+    if not scan:
+        return replace(facts, scan_note="content scan not requested")
+    return _scan_all(facts, mm, "little")
+
+
+# --- sharded index --------------------------------------------------------------------------
+
+def _read_index(path: Path) -> CheckpointFacts:
+    from ..model import ReadError
+
+    name = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CheckpointError(f"{name}: cannot read ({e.strerror or e})") from None
+    if not data.strip():
+        return CheckpointFacts(path=name, format="sharded-index", size=len(data), problems=(Problem(
+            kind="empty", message="empty index file: the save was interrupted", byte_offset=0),))
+    try:
+        doc = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ReadError(f"{name}: not a readable JSON index ({getattr(e, 'msg', e)})") from None
+    weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(weight_map, dict):
+        raise ReadError(f"{name}: no weight_map object; not a sharded checkpoint index")
+    index = ByteIndex(data)
+    folder = path.parent
+    problems: list[Problem] = []
+    shards: dict[str, list[str]] = {}
+    for tensor, shard in weight_map.items():
+        if isinstance(shard, str):
+            shards.setdefault(shard, []).append(str(tensor))
+    wm_at = data.find(b'"weight_map"')
+    for shard, names in shards.items():
+        if (folder / shard).is_file():
+            continue
+        needle = json.dumps(shard).encode()
+        at = data.find(needle, max(wm_at, 0))
+        span = index.span(at, at + len(needle)) if at >= 0 else None
+        problems.append(Problem(
+            kind="missing", span=span,
+            message=f"shard {shard} ({len(names)} tensor(s), e.g. {names[0]}) is named in the index "
+                    f"but missing from {folder}",
+            evidence={"shard": shard, "tensors": len(names), "first_tensor": names[0]}))
+    tensors = tuple(TensorFacts(name=str(t), dtype="unknown", shape=(), numel=0, entry=str(s),
+                                byte_offset=None, role="weights", note="listed in the index only")
+                    for t, s in weight_map.items())
+    return _with_hf_folder(path, CheckpointFacts(
+        path=name, format="sharded-index", size=len(data), problems=tuple(problems), tensors=tensors,
+        scan_note="an index holds no tensor data; its shards are judged as files of their own"))
+
+
+# --- HF checkpoint folders --------------------------------------------------------------------
+
+def _with_hf_folder(path: Path, facts: CheckpointFacts) -> CheckpointFacts:
+    folder = path.parent
+    if path.name not in _HF_MAIN_WEIGHTS or not _HF_CHECKPOINT_DIR.match(folder.name):
+        return facts
+    try:
+        siblings = [p.name.lower() for p in folder.iterdir()]
+    except OSError:
+        return facts
+    if "trainer_state.json" not in siblings:
+        return facts
+    # optimizer.pt (HF), optimizer.bin (accelerate), global_step*/ (DeepSpeed), optimizer_0/ (FSDP)
+    if any("optim" in s or s.startswith("global_step") for s in siblings):
+        return replace(facts, has_optimizer=True) if facts.has_optimizer is None else facts
+    return replace(facts, hf_folder_without_optimizer=str(folder))
+
+
+# --- tensor scans ---------------------------------------------------------------------------
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+def _is_contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    expected = _contiguous_strides(shape)
+    return all(s == 1 or st == ex for s, st, ex in zip(shape, stride, expected))
+
+
+# Non-contiguous views are gathered element by element; past this many elements the
+# gather would dominate the run time, so such a view is left unscanned with a note.
+_MAX_GATHER = 20_000_000
+
+
+def _gather(view: memoryview, base: int, shape: tuple[int, ...], stride: tuple[int, ...], itemsize: int) -> bytes:
+    out = bytearray()
+    idx = [0] * len(shape)
+    if not shape:
+        return bytes(view[base:base + itemsize])
+    # Walk the index space; the last dimension is copied in one slice when its stride is 1.
+    last_contig = stride[-1] == 1
+    while True:
+        off = base + sum(i * st for i, st in zip(idx, stride)) * itemsize
+        if last_contig:
+            out += view[off:off + shape[-1] * itemsize]
+            k = len(shape) - 2
+        else:
+            out += view[off:off + itemsize]
+            k = len(shape) - 1
+        while k >= 0:
+            idx[k] += 1
+            if idx[k] < shape[k]:
+                break
+            idx[k] = 0
+            k -= 1
+        if k < 0:
+            return bytes(out)
+
+
+def _numpy() -> Any:
+    if os.environ.get("TRAINPROOF_NO_NUMPY"):
+        return None
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+def _scan_all(facts: CheckpointFacts, mm: mmap.mmap, byteorder: str) -> CheckpointFacts:
+    np = _numpy()
+    big = byteorder == "big"
+    view = memoryview(mm)
+    cache: dict[tuple, tuple[int, int, int | None, bool]] = {}
+    out: list[TensorFacts] = []
+    scanned_bytes = 0
+    try:
+        for t in facts.tensors:
+            stride = t.stride or _contiguous_strides(t.shape)
+            if t.note or t.byte_offset is None or t.dtype not in FLOATS or t.numel == 0:
+                out.append(t)
+                continue
+            itemsize = ITEMSIZE[t.dtype]
+            key = (t.entry, t.byte_offset, t.shape, stride, t.dtype)
+            if key not in cache:
+                if _is_contiguous(t.shape, stride):
+                    buf: Any = view[t.byte_offset:t.byte_offset + t.numel * itemsize]
+                elif t.numel <= _MAX_GATHER:
+                    buf = _gather(view, t.byte_offset, t.shape, stride, itemsize)
+                else:
+                    out.append(replace(t, note=f"non-contiguous view of {t.numel} elements; not scanned"))
+                    continue
+                cache[key] = scan_floats(buf, t.dtype, big, np)
+                scanned_bytes += t.numel * itemsize
+                if isinstance(buf, memoryview):
+                    buf.release()
+            nan, inf, first, zero = cache[key]
+            out.append(replace(t, scanned=True, nan=nan, inf=inf, first_bad=first, all_zero=zero))
+    finally:
+        view.release()
+    return replace(facts, tensors=tuple(out), scanned=True, bytes_scanned=scanned_bytes,
+                   numpy_used=np is not None)
+
+
+# IEEE layouts: (byte of the value that holds the sign and the top exponent bits, that
+# byte's exponent mask, the 16 top bits' exponent mask). A value is NaN/Inf exactly when
+# all its exponent bits are set; the top byte having its exponent bits set is the cheap
+# pre-filter (weights of ordinary magnitude never have it).
+_LAYOUT = {
+    "float64": (8, 0x7F, 0x7FF0),
+    "float32": (4, 0x7F, 0x7F80),
+    "float16": (2, 0x7C, 0x7C00),
+    "bfloat16": (2, 0x7F, 0x7F80),
+}
+_STRUCT = {"float64": "d", "float32": "f", "float16": "e"}
+_CHUNK = 1 << 22  # elements per numpy chunk: bounded temporaries on multi-GB tensors
+
+
+def scan_floats(buf: Any, dtype: str, big_endian: bool, np: Any) -> tuple[int, int, int | None, bool]:
+    """(NaN count, Inf count, index of the first NaN/Inf, every element is zero)."""
+    if np is not None:
+        return _scan_numpy(buf, dtype, big_endian, np)
+    return _scan_bytes(buf, dtype, big_endian)
+
+
+def _scan_numpy(buf: Any, dtype: str, big_endian: bool, np: Any) -> tuple[int, int, int | None, bool]:
+    order = ">" if big_endian else "<"
+    if dtype == "bfloat16":
+        u = np.frombuffer(buf, dtype=order + "u2")
+        nan = inf = 0
+        first: int | None = None
+        zero = True
+        for start in range(0, len(u), _CHUNK):
+            c = u[start:start + _CHUNK]
+            if zero and np.count_nonzero(c & 0x7FFF):
+                zero = False
+            special = (c & 0x7F80) == 0x7F80
+            k = int(np.count_nonzero(special))
+            if k:
+                mant = (c & 0x007F) != 0
+                n_nan = int(np.count_nonzero(special & mant))
+                nan += n_nan
+                inf += k - n_nan
+                if first is None:
+                    first = start + int(np.argmax(special))
+        return nan, inf, first, zero
+    code = {"float64": "f8", "float32": "f4", "float16": "f2"}[dtype]
+    a = np.frombuffer(buf, dtype=order + code)
+    nan = inf = 0
+    first = None
+    zero = True
+    acc = np.float32 if dtype == "float16" else None
+    with np.errstate(all="ignore"):
+        for start in range(0, len(a), _CHUNK):
+            c = a[start:start + _CHUNK]
+            if zero and np.count_nonzero(c):
+                zero = False
+            total = c.sum(dtype=acc)
+            if math.isfinite(float(total)):
+                continue
+            bad = ~np.isfinite(c)
+            k = int(np.count_nonzero(bad))
+            if not k:
+                continue  # the sum overflowed; every value is finite
+            n_nan = int(np.count_nonzero(np.isnan(c)))
+            nan += n_nan
+            inf += k - n_nan
+            if first is None:
+                first = start + int(np.argmax(bad))
+    return nan, inf, first, zero
+
+
+_CANDIDATE_TABLES: dict[int, bytes] = {}
+
+
+def _candidate_table(mask: int) -> bytes:
+    table = _CANDIDATE_TABLES.get(mask)
+    if table is None:
+        table = bytes(1 if (b & mask) == mask else 0 for b in range(256))
+        _CANDIDATE_TABLES[mask] = table
+    return table
+
+
+def _scan_bytes(buf: Any, dtype: str, big_endian: bool) -> tuple[int, int, int | None, bool]:
+    """The no-numpy scan: slicing, translate and count all run in C."""
+    itemsize, byte_mask, _ = _LAYOUT[dtype]
+    raw = bytes(buf)
+    hi_index = 0 if big_endian else itemsize - 1
+    hi = raw[hi_index::itemsize]
+    zero = raw.count(0) == len(raw) - hi.count(0x80)
+    flags = hi.translate(_candidate_table(byte_mask))
+    nan = inf = 0
+    first: int | None = None
+    at = flags.find(1)
+    while at != -1:
+        off = at * itemsize
+        if dtype == "bfloat16":
+            bits, = struct.unpack_from(">H" if big_endian else "<H", raw, off)
+            special = (bits & 0x7F80) == 0x7F80
+            is_nan = special and (bits & 0x7F) != 0
+        else:
+            value, = struct.unpack_from((">" if big_endian else "<") + _STRUCT[dtype], raw, off)
+            special = not math.isfinite(value)
+            is_nan = value != value
+        if special:
+            if first is None:
+                first = at
+            if is_nan:
+                nan += 1
+            else:
+                inf += 1
+        at = flags.find(1, at + 1)
+    return nan, inf, first, zero
+
+
+def iter_weight_tensors(facts: CheckpointFacts) -> Iterator[TensorFacts]:
+    return (t for t in facts.tensors if t.role == "weights")

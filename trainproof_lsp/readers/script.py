@@ -1,0 +1,430 @@
+"""Training scripts read with `ast` — never imported, never run -> `ScriptFacts`.
+
+What is read:
+- every HF `TrainingArguments`-family call (`TrainingArguments(...)`, TRL's
+  `SFTConfig(...)`, `DPOConfig(...)`, ...) with each keyword's value where it can be
+  known statically: a literal, arithmetic on literals, a constant assigned once in the
+  same function or module (`LR = 0.0` ... `learning_rate=LR`), `**{...}` / `**dict(...)`
+  of those, and `args.fp16 = True` assignments after the call;
+- every `*Trainer(...)` call: which config it gets (`args=`) and whether it gets an
+  `eval_dataset`;
+- every import statement with its context (module level, inside a function, optional
+  under `try/except ImportError`, under `if TYPE_CHECKING`), for `env`.
+
+Every value carries the span of its source text, so findings land on the exact line.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..model import ReadError, Span
+
+# HF TrainingArguments and the TRL configs that subclass it. detect.py uses this list to
+# tell a training script from any other Python file.
+CONFIG_CLASSES = (
+    "TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig", "DPOConfig", "ORPOConfig",
+    "KTOConfig", "CPOConfig", "GRPOConfig", "RewardConfig", "PPOConfig", "PRMConfig", "GKDConfig",
+    "OnlineDPOConfig", "BCOConfig", "XPOConfig", "NashMDConfig", "RLOOConfig",
+)
+_OPTIONAL_EXCEPTIONS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Value:
+    """A keyword's value as far as the source tells it."""
+
+    known: bool
+    value: Any  # bool | int | float | str | None when known
+    span: Span  # the expression at the call (or the assignment that set it)
+    text: str  # the source text of that expression
+    via: str | None = None  # the constant it came through ("LR")
+    via_span: Span | None = None  # where that constant is assigned
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigCall:
+    cls: str
+    span: Span  # the call
+    kwargs: Mapping[str, Value]
+    var: str | None  # the name it is assigned to
+    scope: str  # "<module>" or the enclosing function's name
+    opaque: bool = False  # has **kwargs (or positional args) whose contents are unknown
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainerCall:
+    cls: str
+    span: Span
+    config: int | None  # index into ScriptFacts.configs of the config it gets
+    config_unknown: bool  # gets args= that could not be followed
+    eval_dataset: Value | None  # the eval_dataset argument when given and not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportLine:
+    module: str  # absolute dotted name as written ("" for `from . import x`)
+    level: int  # leading dots of a relative import
+    names: tuple[str, ...]  # `from module import names` ("*" kept); () for `import module`
+    span: Span
+    context: str  # "module" | "function" | "optional" | "type-checking"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScriptFacts:
+    path: str
+    configs: tuple[ConfigCall, ...] = ()
+    trainers: tuple[TrainerCall, ...] = ()
+    imports: tuple[ImportLine, ...] = ()
+    calls_evaluate: bool = False  # `.evaluate(` appears: evaluation may be run by hand
+    has_main_guard: bool = False
+    source_lines: tuple[str, ...] = field(default=(), repr=False)
+
+
+def _span(node: ast.AST) -> Span:
+    # ast columns are UTF-8 byte offsets; spans count code points (positions.py's rule).
+    line = node.lineno - 1  # type: ignore[attr-defined]
+    end_line = (getattr(node, "end_lineno", None) or node.lineno) - 1  # type: ignore[attr-defined]
+    return Span(line, node.col_offset, end_line, getattr(node, "end_col_offset", node.col_offset))  # type: ignore[attr-defined]
+
+
+def _fix_columns(span: Span, lines: list[bytes]) -> Span:
+    def col(line: int, byte_col: int) -> int:
+        if 0 <= line < len(lines):
+            return len(lines[line][:byte_col].decode("utf-8", "replace"))
+        return byte_col
+    return Span(span.start_line, col(span.start_line, span.start_char), span.end_line,
+                col(span.end_line, span.end_char))
+
+
+def _call_name(func: ast.AST) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+class _Reader:
+    def __init__(self, path: str, data: bytes, tree: ast.Module) -> None:
+        self.path = path
+        self.lines = data.split(b"\n")
+        self.text_lines = data.decode("utf-8", "replace").split("\n")
+        self.tree = tree
+        # Single assignments per scope: name -> value node (None when assigned twice).
+        self.assigns: dict[str, dict[str, ast.AST | None]] = {}
+        self.configs: list[ConfigCall] = []
+        self.trainers: list[tuple[str, ast.Call, str]] = []
+        self.imports: list[ImportLine] = []
+        self.calls_evaluate = False
+        self.attr_assigns: list[tuple[str, ast.Assign]] = []
+
+    def span(self, node: ast.AST) -> Span:
+        return _fix_columns(_span(node), self.lines)
+
+    def text(self, node: ast.AST) -> str:
+        seg = ast.get_source_segment("\n".join(self.text_lines), node)
+        return (seg or "").strip()[:120]
+
+    # -- scopes --------------------------------------------------------------------------
+    def collect_assigns(self) -> None:
+        def visit(statements: list[ast.stmt], scope: str) -> None:
+            table = self.assigns.setdefault(scope, {})
+            for node in statements:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    name = node.targets[0].id
+                elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                    name = node.target.id
+                elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                    table[node.target.id] = None  # changed after assignment: not a constant
+                    continue
+                else:
+                    continue
+                # A name assigned twice in one scope has no single static value.
+                table[name] = None if name in table else node
+
+        visit(_scope_statements(self.tree.body), "<module>")
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(_scope_statements(node.body), node.name)
+
+    def lookup(self, name: str, scope: str) -> ast.AST | None:
+        for s in (scope, "<module>"):
+            table = self.assigns.get(s, {})
+            if name in table:
+                return table[name]
+        return None
+
+    # -- values ----------------------------------------------------------------------------
+    def resolve(self, node: ast.AST, scope: str, depth: int = 0) -> tuple[bool, Any, str | None, Span | None]:
+        if depth > 12:
+            return False, None, None, None
+        if isinstance(node, ast.Constant):
+            return True, node.value, None, None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
+            ok, v, via, vs = self.resolve(node.operand, scope, depth + 1)
+            if ok and isinstance(node.op, ast.Not):
+                return True, not v, via, vs
+            if ok and isinstance(v, (int, float)) and not isinstance(v, bool):
+                return True, -v if isinstance(node.op, ast.USub) else v, via, vs
+            return False, None, None, None
+        if isinstance(node, ast.BinOp):
+            ok1, a, via1, vs1 = self.resolve(node.left, scope, depth + 1)
+            ok2, b, via2, vs2 = self.resolve(node.right, scope, depth + 1)
+            if ok1 and ok2 and isinstance(a, (int, float)) and isinstance(b, (int, float)):
+                try:
+                    v = _binop(node.op, a, b)
+                except (ZeroDivisionError, OverflowError, ValueError):
+                    return False, None, None, None
+                if v is not None:
+                    return True, v, via1 or via2, vs1 or vs2
+            return False, None, None, None
+        if isinstance(node, ast.Name):
+            if node.id in ("True", "False", "None"):
+                return True, {"True": True, "False": False, "None": None}[node.id], None, None
+            target = self.lookup(node.id, scope)
+            if target is None or getattr(target, "value", None) is None:
+                return False, None, None, None
+            ok, v, _, _ = self.resolve(target.value, scope, depth + 1)  # type: ignore[attr-defined]
+            return ok, v, node.id, self.span(target) if ok else None
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.value.id in ("IntervalStrategy", "SaveStrategy", "EvaluationStrategy"):
+            return True, node.attr.lower(), None, None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "float") \
+                and len(node.args) == 1 and not node.keywords:
+            ok, v, via, vs = self.resolve(node.args[0], scope, depth + 1)
+            if ok:
+                try:
+                    return True, (int if node.func.id == "int" else float)(v), via, vs
+                except (TypeError, ValueError, OverflowError):
+                    pass
+        return False, None, None, None
+
+    def value(self, node: ast.AST, scope: str, where: ast.AST | None = None) -> Value:
+        ok, v, via, via_span = self.resolve(node, scope)
+        at = where if where is not None else node
+        return Value(known=ok, value=v if ok else None, span=self.span(at), text=self.text(at),
+                     via=via, via_span=via_span)
+
+    def star_kwargs(self, node: ast.AST, scope: str) -> dict[str, Value] | None:
+        """`**{...}` / `**dict(...)` / `**NAME` of those, as keyword values; None if unknown."""
+        if isinstance(node, ast.Name):
+            target = self.lookup(node.id, scope)
+            if target is None or getattr(target, "value", None) is None:
+                return None
+            node = target.value  # type: ignore[attr-defined]
+        if isinstance(node, ast.Dict):
+            out: dict[str, Value] = {}
+            for k, v in zip(node.keys, node.values):
+                if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                    return None
+                out[k.value] = self.value(v, scope)
+            return out
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
+            out = {}
+            for kw in node.keywords:
+                if kw.arg is None:
+                    return None
+                out[kw.arg] = self.value(kw.value, scope)
+            return out
+        return None
+
+    # -- walk ------------------------------------------------------------------------------
+    def run(self) -> ScriptFacts:
+        self.collect_assigns()
+        self.walk(self.tree, "<module>", "module")
+        # Attribute assignments after the call: `args.fp16 = True`.
+        by_var = {(c.scope, c.var): i for i, c in enumerate(self.configs) if c.var}
+        for scope, node in self.attr_assigns:
+            target = node.targets[0]
+            assert isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+            for key in ((scope, target.value.id), ("<module>", target.value.id)):
+                if key in by_var:
+                    i = by_var[key]
+                    c = self.configs[i]
+                    kwargs = dict(c.kwargs)
+                    kwargs[target.attr] = self.value(node.value, scope, where=node)
+                    self.configs[i] = ConfigCall(cls=c.cls, span=c.span, kwargs=kwargs, var=c.var, scope=c.scope,
+                                                 opaque=c.opaque)
+                    break
+        trainers = [self.trainer(cls, call, scope) for cls, call, scope in self.trainers]
+        has_main = any(_is_main_guard(n) for n in self.tree.body)
+        return ScriptFacts(path=self.path, configs=tuple(self.configs), trainers=tuple(trainers),
+                           imports=tuple(self.imports), calls_evaluate=self.calls_evaluate,
+                           has_main_guard=has_main, source_lines=tuple(self.text_lines))
+
+    def walk(self, root: ast.AST, scope: str, context: str) -> None:
+        todo: list[tuple[ast.AST, str, str, str | None]] = [(root, scope, context, None)]
+        while todo:
+            node, scope, context, assigned = todo.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for child in reversed(node.body):
+                    todo.append((child, node.name, "function" if context != "type-checking" else context, None))
+                for d in node.decorator_list:
+                    todo.append((d, scope, context, None))
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.add_import(node, context)
+                continue
+            if isinstance(node, ast.If) and _is_type_checking(node.test):
+                for child in node.body:
+                    todo.append((child, scope, "type-checking", None))
+                for child in node.orelse:
+                    todo.append((child, scope, context, None))
+                continue
+            if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+                handlers = getattr(node, "handlers", [])
+                optional = any(_catches_import_error(h) for h in handlers)
+                inner = "optional" if optional and context in ("module", "function") else context
+                for child in getattr(node, "body", []):
+                    todo.append((child, scope, inner, None))
+                for part in ("handlers", "orelse", "finalbody"):
+                    for child in getattr(node, part, []):
+                        todo.append((child, scope, context, None))
+                continue
+            if isinstance(node, ast.Assign):
+                target = node.targets[0] if len(node.targets) == 1 else None
+                if isinstance(target, ast.Name):
+                    todo.append((node.value, scope, context, target.id))
+                    continue
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                    self.attr_assigns.append((scope, node))
+            if isinstance(node, ast.Call):
+                name = _call_name(node.func)
+                if name in CONFIG_CLASSES:
+                    self.add_config(name, node, scope, assigned)
+                elif name and name.endswith("Trainer"):
+                    self.trainers.append((name, node, scope))
+                elif name == "evaluate" and isinstance(node.func, ast.Attribute):
+                    self.calls_evaluate = True
+            for child in reversed(list(ast.iter_child_nodes(node))):
+                todo.append((child, scope, context, None))
+
+    def add_import(self, node: ast.Import | ast.ImportFrom, context: str) -> None:
+        span = self.span(node)
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                self.imports.append(ImportLine(module=alias.name, level=0, names=(), span=span, context=context))
+        else:
+            if node.module == "__future__":
+                return
+            self.imports.append(ImportLine(module=node.module or "", level=node.level or 0,
+                                           names=tuple(a.name for a in node.names), span=span, context=context))
+
+    def add_config(self, cls: str, call: ast.Call, scope: str, var: str | None) -> None:
+        kwargs: dict[str, Value] = {}
+        opaque = bool(call.args)
+        for kw in call.keywords:
+            if kw.arg is None:
+                extra = self.star_kwargs(kw.value, scope)
+                if extra is None:
+                    opaque = True
+                else:
+                    kwargs.update(extra)
+            else:
+                kwargs[kw.arg] = self.value(kw.value, scope)
+        self.configs.append(ConfigCall(cls=cls, span=self.span(call), kwargs=kwargs, var=var, scope=scope,
+                                       opaque=opaque))
+
+    def trainer(self, cls: str, call: ast.Call, scope: str) -> TrainerCall:
+        args_node: ast.AST | None = None
+        eval_node: ast.AST | None = None
+        for kw in call.keywords:
+            if kw.arg == "args":
+                args_node = kw.value
+            elif kw.arg == "eval_dataset":
+                eval_node = kw.value
+        if args_node is None and len(call.args) >= 2:
+            args_node = call.args[1]
+        config: int | None = None
+        unknown = False
+        if args_node is not None:
+            for i, c in enumerate(self.configs):
+                if isinstance(args_node, ast.Call) and c.span == self.span(args_node):
+                    config = i
+                elif isinstance(args_node, ast.Name) and c.var == args_node.id and c.scope in (scope, "<module>"):
+                    config = i
+            unknown = config is None
+        eval_value = None
+        if eval_node is not None and not (isinstance(eval_node, ast.Constant) and eval_node.value is None):
+            eval_value = Value(known=False, value=None, span=self.span(eval_node), text=self.text(eval_node))
+        return TrainerCall(cls=cls, span=self.span(call), config=config, config_unknown=unknown,
+                           eval_dataset=eval_value)
+
+
+def _binop(op: ast.operator, a: float, b: float) -> float | None:
+    if isinstance(op, ast.Add):
+        return a + b
+    if isinstance(op, ast.Sub):
+        return a - b
+    if isinstance(op, ast.Mult):
+        return a * b
+    if isinstance(op, ast.Div):
+        return a / b
+    if isinstance(op, ast.FloorDiv):
+        return a // b
+    if isinstance(op, ast.Pow) and abs(b) <= 64:
+        return a ** b
+    return None
+
+
+def _scope_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Statements of one scope, descending into if/for/while/with/try but not into
+    functions or classes."""
+    out: list[ast.stmt] = []
+    todo = list(body)
+    while todo:
+        node = todo.pop(0)
+        out.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for part in ("body", "orelse", "finalbody"):
+            todo.extend(getattr(node, part, []) or [])
+        for h in getattr(node, "handlers", []) or []:
+            todo.extend(h.body)
+    return [n for n in out if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))]
+
+
+def _is_type_checking(test: ast.AST) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    t = handler.type
+    if t is None:
+        return True
+    names = [t] if not isinstance(t, ast.Tuple) else list(t.elts)
+    return any(_call_name(n) in _OPTIONAL_EXCEPTIONS for n in names)
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    parts = [node.test.left, *node.test.comparators]
+    return any(isinstance(p, ast.Name) and p.id == "__name__" for p in parts) and any(
+        isinstance(p, ast.Constant) and p.value == "__main__" for p in parts)
+
+
+def read_script(path: Path, data: bytes | None = None) -> ScriptFacts:
+    """Parse a Python file. Raises ReadError (one line, with the position) when it is not
+    valid Python."""
+    name = str(path)
+    if data is None:
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise ReadError(f"{name}: cannot read ({e.strerror or e})") from None
+    try:
+        tree = ast.parse(data, filename=name)
+    except SyntaxError as e:
+        line = (e.lineno or 1) - 1
+        col = max((e.offset or 1) - 1, 0)
+        raise ReadError(f"{name}:{line + 1}:{col + 1}: not valid Python: {e.msg}",
+                        span=Span(line, col, line, col + 1)) from None
+    except (ValueError, RecursionError, MemoryError) as e:
+        raise ReadError(f"{name}: not readable as Python ({type(e).__name__})") from None
+    return _Reader(name, data, tree).run()

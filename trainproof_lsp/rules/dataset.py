@@ -1,0 +1,369 @@
+"""Dataset rules: one per kind of broken line, plus duplicates, overlap and file-level facts.
+
+Every check reads a `DatasetScan` (readers/dataset.py) — never the file. Line rules are
+thin: the reader already located each problem (line, columns) and named its numbers; the
+rule decides the level and the words. The registry entries are the tuple DATASET_RULES.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, cast
+
+from ..model import Hit, Level, Location, Related, Span
+from ..readers import dataset as ds
+from .base import NoLimits, Rule, Skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetContext:
+    """What a dataset rule may know besides its own file: for the eval file, the scans
+    of the training files it must not overlap."""
+
+    train: tuple[ds.DatasetScan, ...] = ()
+
+
+def _location(scan: ds.DatasetScan, p: ds.LineProblem) -> Location:
+    return Location(path=scan.path, span=p.span)
+
+
+def _line_location(scan: ds.DatasetScan, line: int) -> Location:
+    return Location(path=scan.path, span=Span(line, 0, line, 0))
+
+
+def _line_check(kinds: tuple[str, ...]) -> Callable[[ds.DatasetScan, NoLimits, Any], Iterator[Hit]]:
+    def check(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+        for p in scan.problems:
+            if p.kind in kinds:
+                yield Hit(message=f"line {p.line + 1}: {p.message}",
+                          evidence={"line": p.line + 1, **dict(p.evidence)},
+                          location=_location(scan, p))
+    return check
+
+
+def _rule(rule_id: str, name: str, level: Level, doc: str, kinds: tuple[str, ...], origin: str = "new") -> Rule:
+    return Rule(id=rule_id, name=name, level=level, doc=doc, check=cast(Any, _line_check(kinds)),
+                applies_to="dataset", origin=origin)
+
+
+MALFORMED = _rule("TP-PRE-MALFORMED-JSONL", "malformed-jsonl", Level.FAIL, """A line is not a JSON record.
+
+What it flags: a line that is not valid JSON (the column of the first bad character is
+given; `NaN` and `Infinity` are not JSON), is not UTF-8, holds two values, or is valid
+JSON but not an object (`123`, `null`, `[1, 2]`).
+Why it matters: loaders either stop at the line (the run never starts, after you paid
+for the GPU) or skip it silently (the data you meant to train on is not there).
+What it does not mean: that the rest of the file is bad — every other line is still
+checked, and each bad line is reported on its own.
+""", (ds.MALFORMED,), origin="trainproof")
+
+EMPTY_TEXT = _rule("TP-PRE-EMPTY-TEXT", "empty-text", Level.FAIL, """The training text of a row is empty.
+
+What it flags: a `text`, `completion`, `instruction`/`output` or `chosen`/`rejected` value
+that is `""`, whitespace only or `null`.
+Why it matters: the row trains the model to produce nothing (or contributes only
+padding); in preference data it makes one side of the pair meaningless.
+What it does not mean: an empty `input` in alpaca rows (that field is optional and often
+empty) or an empty `prompt` (unconditioned completions are legitimate); those are never
+flagged.
+""", (ds.EMPTY_TEXT,), origin="trainproof")
+
+MISSING_KEYS = _rule("TP-PRE-MISSING-KEYS", "missing-keys", Level.FAIL, """A row lacks a key its format needs.
+
+What it flags: a row with no training field at all (none of `text`, `messages`,
+`conversations`, `prompt`/`completion`, `instruction`/`output`, `chosen`/`rejected`), or a
+row of a format without one of its required keys (a `prompt` without `completion`, a
+`chosen` without `rejected`, alpaca without `output`).
+Why it matters: the loader raises a KeyError mid-epoch, or the collator drops the row
+and nobody notices.
+What it does not mean: that optional keys are required: `input` (alpaca), `prompt`
+(preference pairs) and extra metadata keys such as `id` or `source` are fine.
+""", (ds.MISSING_KEYS,))
+
+EXTRA_KEYS = _rule("TP-PRE-EXTRA-KEYS", "extra-keys", Level.WARN, """A row holds the keys of two formats.
+
+What it flags: a row whose keys belong to more than one dataset format, e.g. `messages`
+and `text`, or `prompt`/`completion` next to `chosen`/`rejected`.
+Why it matters: trainers pick one format by their own precedence and silently ignore
+the other field, which is rarely the one you meant to train on.
+What it does not mean: metadata keys (`id`, `source`, `score`, ...) — only keys that name
+a training field of another format count.
+""", (ds.EXTRA_KEYS,))
+
+NON_STRING = _rule("TP-PRE-NON-STRING", "non-string-field", Level.FAIL, """A text field or message is not a string.
+
+What it flags: a training field (`text`, `prompt`, `completion`, `output`, `chosen`, ...)
+holding a number, boolean or object; a `messages`/`conversations` value that is not a
+list of message objects; a message `content` that is a number or object.
+Why it matters: tokenizers raise on non-string input (the run dies at the first batch
+that holds the row), or a `str()` of the value is trained on.
+What it does not mean: `null` (that is TP-PRE-EMPTY-TEXT) or content given as a list of
+parts (that is TP-PRE-CONTENT-PARTS).
+""", (ds.NON_STRING, ds.BAD_MESSAGES))
+
+CONTENT_PARTS = _rule("TP-PRE-CONTENT-PARTS", "content-parts", Level.WARN, """Message content is a list of parts.
+
+What it flags: a message whose `content` is a list (the multimodal form
+`[{"type": "text", "text": ...}, {"type": "image"}]`).
+Why it matters: a multimodal processor handles it; a text-only tokenizer and most chat
+templates for text models raise or render the Python list into the prompt.
+What it does not mean: an error when you train a vision-language model with its
+processor — then this is expected (disable the rule in your settings).
+""", (ds.CONTENT_PARTS,))
+
+UNKNOWN_ROLE = _rule("TP-PRE-UNKNOWN-ROLE", "unknown-role", Level.FAIL, """A message has a role chat templates do not know.
+
+What it flags: a `role` outside system/user/assistant/tool/function/developer/ipython
+(for ShareGPT `from`: outside system/human/gpt and the usual tool names), or a message
+without a string role.
+Why it matters: chat templates raise on unknown roles, or render them in a way the model
+never sees at inference; a misspelt `asistant` also means that turn is not trained.
+What it does not mean: that your template cannot accept custom roles — if it does on
+purpose, disable the rule.
+""", (ds.UNKNOWN_ROLE,))
+
+ASSISTANT_FIRST = _rule("TP-PRE-ASSISTANT-FIRST", "assistant-first", Level.WARN, """A conversation opens with the assistant.
+
+What it flags: the first turn after any system message is an assistant turn.
+Why it matters: templates that require user/assistant alternation (Llama 2, Mistral,
+Gemma) raise on it; the others train the model to speak first, unprompted — usually a
+sign of swapped roles in the conversion script.
+What it does not mean: a system message first (that is normal); only the first
+non-system turn is judged.
+""", (ds.ASSISTANT_FIRST,))
+
+NO_ASSISTANT = _rule("TP-PRE-NO-ASSISTANT", "no-assistant-turn", Level.FAIL, """A conversation has no assistant turn.
+
+What it flags: a `messages`/`conversations` list with no assistant (ShareGPT `gpt`) turn,
+or an empty list.
+Why it matters: with assistant-only loss (the TRL/Axolotl default for chat data) every
+label of the row is masked: the row costs compute and teaches nothing.
+What it does not mean: anything about other rows; each is judged on its own.
+""", (ds.NO_ASSISTANT,))
+
+EMPTY_ASSISTANT = _rule("TP-PRE-EMPTY-ASSISTANT", "empty-assistant", Level.FAIL, """An assistant turn is empty.
+
+What it flags: an assistant message whose content is `""`, whitespace only, `null` or
+missing (an assistant turn that carries `tool_calls` instead of content is fine).
+Why it matters: the model is trained to answer with nothing — the classic cause of a
+fine-tune that replies with an empty string.
+What it does not mean: empty user or system turns; those are TP-PRE-EMPTY-TURN.
+""", (ds.EMPTY_ASSISTANT,))
+
+EMPTY_TURN = _rule("TP-PRE-EMPTY-TURN", "empty-turn", Level.WARN, """A user, system or tool turn is empty.
+
+What it flags: a non-assistant message whose content is `""`, whitespace only, `null` or
+missing.
+Why it matters: the assistant's next answer is trained as a reply to nothing; usually a
+conversion bug (a field name that did not match).
+What it does not mean: a broken row for training — the row still trains; it is a WARN.
+""", (ds.EMPTY_TURN,))
+
+SYSTEM_NOT_FIRST = _rule("TP-PRE-SYSTEM-NOT-FIRST", "system-not-first", Level.WARN, """A system message appears mid-conversation.
+
+What it flags: a system turn that is not the first turn.
+Why it matters: many chat templates only render a leading system message; a later one
+raises, is dropped, or is rendered as plain text the model never sees at inference.
+What it does not mean: an error for templates that support it; it is a WARN.
+""", (ds.SYSTEM_NOT_FIRST,))
+
+LAST_NOT_ASSISTANT = _rule("TP-PRE-LAST-NOT-ASSISTANT", "last-not-assistant", Level.WARN, """A conversation ends with a non-assistant turn.
+
+What it flags: a conversation that has an assistant turn but whose last turn is a user,
+system or tool turn.
+Why it matters: the trailing turn trains nothing (its labels are masked) and its tokens
+still cost compute; often the answer was cut off when the data was exported.
+What it does not mean: a conversation without any assistant turn — that is
+TP-PRE-NO-ASSISTANT.
+""", (ds.LAST_NOT_ASSISTANT,))
+
+CHOSEN_EQUALS_REJECTED = _rule("TP-PRE-CHOSEN-EQUALS-REJECTED", "chosen-equals-rejected", Level.FAIL,
+                               """A preference pair has identical chosen and rejected answers.
+
+What it flags: a row whose `chosen` and `rejected` values are equal (strings, or message
+lists with the same roles and contents).
+Why it matters: DPO-style losses see no margin to learn from; the row only adds noise
+to the reward estimate and wastes its compute.
+What it does not mean: near-identical answers that differ in a word — those are real
+(if weak) preferences.
+""", (ds.CHOSEN_EQUALS_REJECTED,))
+
+
+# --- duplicates, overlap, file level -------------------------------------------------------
+
+DUPLICATE_DOC = """A row repeats an earlier row exactly.
+
+What it flags: a row whose training content (the text, the conversation, the pair) is
+identical to an earlier row's; the finding sits on the repeat and points at the first
+occurrence. Metadata keys (`id`, `source`) do not count.
+Why it matters: duplicates are trained on more than once per epoch — the model
+memorises them and the effective dataset is smaller than it looks.
+What it does not mean: rows that differ only in letter case or surrounding whitespace
+(those are TP-PRE-NEAR-DUPLICATE) or rows that share a prompt but not the answer.
+"""
+
+
+def check_duplicates(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    for d in scan.duplicates:
+        yield Hit(message=f"line {d.line + 1} repeats line {d.first + 1} exactly",
+                  evidence={"line": d.line + 1, "first_line": d.first + 1,
+                            "duplicates_in_file": len(scan.duplicates)},
+                  location=_line_location(scan, d.line),
+                  related=(Related(location=_line_location(scan, d.first), message="first occurrence"),))
+
+
+DUPLICATE = Rule(id="TP-PRE-DUPLICATE-TEXT", name="duplicate-text", level=Level.WARN, doc=DUPLICATE_DOC,
+                 check=cast(Any, check_duplicates), applies_to="dataset", origin="trainproof")
+
+NEAR_DUPLICATE_DOC = """A row repeats an earlier row up to letter case or whitespace.
+
+What it flags: a row equal to an earlier row once ASCII letter case is ignored (and, for
+single-text rows, leading and trailing whitespace), but not an exact copy of it.
+Why it matters: the same example trained twice under a trivial disguise — usually two
+sources of one dataset merged, or a cleaning pass run twice.
+What it does not mean: paraphrases; only case and outer whitespace are ignored.
+"""
+
+
+def check_near_duplicates(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    for d in scan.near_duplicates:
+        yield Hit(message=f"line {d.line + 1} repeats line {d.first + 1} up to letter case or whitespace",
+                  evidence={"line": d.line + 1, "first_line": d.first + 1,
+                            "near_duplicates_in_file": len(scan.near_duplicates)},
+                  location=_line_location(scan, d.line),
+                  related=(Related(location=_line_location(scan, d.first), message="first occurrence"),))
+
+
+NEAR_DUPLICATE = Rule(id="TP-PRE-NEAR-DUPLICATE", name="near-duplicate", level=Level.WARN,
+                      doc=NEAR_DUPLICATE_DOC, check=cast(Any, check_near_duplicates), applies_to="dataset")
+
+OVERLAP_DOC = """An eval row also appears in the training data.
+
+What it flags: a row of the `--eval` file whose content equals (or equals up to letter
+case and outer whitespace) a row of a training file; the finding sits on the eval line
+and points at the training line.
+Why it matters: the eval loss then measures memorisation, not generalisation — it looks
+better the more the model overfits, and early stopping picks the wrong checkpoint.
+What it does not mean: anything when no `--eval` file is given (the check is listed as
+skipped); shared prompts with different answers are not overlap.
+"""
+
+
+def check_overlap(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    train = getattr(ctx, "train", ())
+    if not train:
+        raise Skip("no --eval file given (overlap is judged on the eval file)")
+    want_exact = {h for h in scan.exact if h}
+    want_near = {h for h in scan.near if h}
+    exact_at = _first_in_train(train, "exact", want_exact)
+    near_at = _first_in_train(train, "near", want_near)
+    for line, (e, n) in enumerate(zip(scan.exact, scan.near)):
+        hit = exact_at.get(e) if e else None
+        exact = hit is not None
+        if hit is None:
+            hit = near_at.get(n) if n else None
+        if hit is None:
+            continue
+        path, tline = hit
+        how = "exactly" if exact else "up to letter case or whitespace"
+        yield Hit(message=f"eval line {line + 1} appears in the training data {how} ({path}:{tline + 1})",
+                  evidence={"line": line + 1, "train_line": tline + 1, "exact": exact},
+                  location=_line_location(scan, line),
+                  related=(Related(location=Location(path=path, span=Span(tline, 0, tline, 0)),
+                                   message="the same row in the training data"),))
+
+
+def _first_in_train(train: tuple[ds.DatasetScan, ...], which: str, wanted: set[int]) -> dict[int, tuple[str, int]]:
+    """hash -> (training file, first line) for the wanted hashes; the first file wins."""
+    found: dict[int, tuple[str, int]] = {}
+    for t in train:
+        for line, h in enumerate(getattr(t, which)):
+            if h in wanted and h not in found:
+                found[h] = (t.path, line)
+    return found
+
+
+OVERLAP = Rule(id="TP-PRE-EVAL-OVERLAP", name="eval-overlap", level=Level.WARN, doc=OVERLAP_DOC,
+               check=cast(Any, check_overlap), applies_to="dataset")
+
+MIXED_DOC = """One file holds rows of more than one dataset format.
+
+What it flags: a file where rows are, say, partly `text` and partly `messages`; the
+finding sits on the first row of the less common format and counts each format.
+Why it matters: a trainer applies one formatting function to the whole file — the rows
+of the other format are dropped, mis-rendered, or crash the run when they are reached.
+What it does not mean: a broken row (each row may be valid in its own format); keys of
+two formats on one row are TP-PRE-EXTRA-KEYS.
+"""
+
+
+def check_mixed(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    if len(scan.formats) < 2:
+        return
+    (main, main_rows, main_first), *others = scan.formats
+    other_first = min(f for _, _, f in others)
+    counts = ", ".join(f"{f} {n} (first line {first + 1})" for f, n, first in scan.formats)
+    yield Hit(message=f"rows in {len(scan.formats)} formats: {counts}",
+              evidence={"formats": len(scan.formats), "main_rows": main_rows,
+                        "other_rows": sum(n for _, n, _ in others),
+                        **{f"rows_{f.replace('-', '_')}": n for f, n, _ in scan.formats}},
+              location=_line_location(scan, other_first),
+              related=(Related(location=_line_location(scan, main_first), message=f"first {main} row"),))
+
+
+MIXED = Rule(id="TP-PRE-MIXED-FORMATS", name="mixed-formats", level=Level.WARN, doc=MIXED_DOC,
+             check=cast(Any, check_mixed), applies_to="dataset")
+
+LAYOUT_DOC = """How the file was read: encoding marks, line endings, layout.
+
+What it flags: (INFO) a UTF-8 byte-order mark (skipped), Windows CRLF line endings
+(read as LF), blank lines (skipped), or a JSON array of records instead of JSON Lines
+(each element checked and located at its first line).
+Why it matters: most loaders cope, but not all: a BOM breaks some JSONL readers' first
+line, and a JSON array needs `json` rather than `jsonl`/`lines=True` loading.
+What it does not mean: a problem with the records — it is INFO and never changes a
+verdict.
+"""
+
+
+def check_layout(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    notes = []
+    if scan.bom:
+        notes.append("starts with a UTF-8 byte-order mark (skipped)")
+    if scan.crlf:
+        notes.append("uses CRLF line endings (read as LF)")
+    if scan.blank_lines:
+        notes.append(f"{scan.blank_lines} blank line(s) skipped")
+    if scan.layout == "json-array":
+        notes.append(f"is a JSON array of {scan.records} record(s), not JSON Lines (each element checked)")
+    if notes:
+        yield Hit(message="file " + "; ".join(notes),
+                  evidence={"bom": scan.bom, "crlf": scan.crlf, "blank_lines": scan.blank_lines,
+                            "json_array": scan.layout == "json-array", "records": scan.records},
+                  location=_line_location(scan, 0))
+
+
+LAYOUT = Rule(id="TP-PRE-FILE-LAYOUT", name="file-layout", level=Level.INFO, doc=LAYOUT_DOC,
+              check=cast(Any, check_layout), applies_to="dataset")
+
+DATASET_RULES: tuple[Rule, ...] = (
+    MALFORMED,
+    EMPTY_TEXT,
+    MISSING_KEYS,
+    EXTRA_KEYS,
+    NON_STRING,
+    CONTENT_PARTS,
+    UNKNOWN_ROLE,
+    ASSISTANT_FIRST,
+    NO_ASSISTANT,
+    EMPTY_ASSISTANT,
+    EMPTY_TURN,
+    SYSTEM_NOT_FIRST,
+    LAST_NOT_ASSISTANT,
+    CHOSEN_EQUALS_REJECTED,
+    DUPLICATE,
+    NEAR_DUPLICATE,
+    OVERLAP,
+    MIXED,
+    LAYOUT,
+)

@@ -1,0 +1,273 @@
+"""Tokenizer rules, judged from the tokenizer folder's JSON files alone.
+
+Every check reads a `TokenizerFiles` (readers/tokenizer.py); the context says whether the
+datasets given alongside are conversational (the chat-template checks only matter then).
+The registry entries are the tuple TOKENIZER_RULES.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator, cast
+
+from ..model import Hit, Level, Location, Related, Span
+from ..readers.tokenizer import Sourced, TokenizerFiles
+from .base import NoLimits, Rule, Skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenizerContext:
+    # True/False when datasets were given with the tokenizer; None when judged alone.
+    conversational: bool | None = None
+
+
+def _at(s: Sourced) -> Location:
+    return Location(path=s.path, span=Span(s.line, 0, s.line, 0))
+
+
+def _folder_file(tok: TokenizerFiles) -> Location:
+    name = next((n for n in ("tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
+                 if n in tok.present), tok.present[0])
+    return Location(path=tok.path(name), span=Span(0, 0, 0, 0))
+
+
+MISSING_EOS_DOC = """The tokenizer has no end-of-sequence token.
+
+What it flags: neither tokenizer_config.json nor special_tokens_map.json names an
+`eos_token`.
+Why it matters: training has no stop signal — collators cannot append one, and the
+fine-tuned model does not learn to end its answers (generation runs to max_new_tokens).
+What it does not mean: that config.json's `eos_token_id` is missing; only the tokenizer's
+own declaration is judged, since that is what data collators use.
+"""
+
+
+def check_missing_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    if tok.eos is None:
+        looked = [n for n in ("tokenizer_config.json", "special_tokens_map.json") if n in tok.present]
+        yield Hit(message=f"no eos_token in {' or '.join(looked) or 'the tokenizer files'}",
+                  evidence={"files": len(tok.present)}, location=_folder_file(tok))
+
+
+MISSING_EOS = Rule(id="TP-PRE-MISSING-EOS-TOKEN", name="missing-eos-token", level=Level.FAIL, doc=MISSING_EOS_DOC,
+                   check=cast(Any, check_missing_eos), applies_to="tokenizer", origin="trainproof")
+
+MISSING_PAD_DOC = """The tokenizer has no padding token.
+
+What it flags: no `pad_token` in tokenizer_config.json or special_tokens_map.json.
+Why it matters: batching needs padding; collators raise ("Asking to pad but the
+tokenizer does not have a padding token"), and the usual quick fix `pad_token =
+eos_token` brings TP-PRE-PAD-EQUALS-EOS with it.
+What it does not mean: a broken tokenizer for batch size 1 or packed sequences without
+padding; it is a WARN.
+"""
+
+
+def check_missing_pad(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    if tok.pad is None:
+        yield Hit(message="no pad_token: batches cannot be padded until one is set",
+                  evidence={"files": len(tok.present)}, location=_folder_file(tok))
+
+
+MISSING_PAD = Rule(id="TP-PRE-MISSING-PAD-TOKEN", name="missing-pad-token", level=Level.WARN, doc=MISSING_PAD_DOC,
+                   check=cast(Any, check_missing_pad), applies_to="tokenizer", origin="trainproof")
+
+PAD_EOS_DOC = """The padding token is the end-of-sequence token.
+
+What it flags: `pad_token` equal to `eos_token` (same text, or the same id).
+Why it matters: collators set the label of every padding position to -100, found by
+`input_ids == pad_token_id` — with pad == eos that masks every real EOS too, so the model
+is never trained to stop and generates past the answer.
+What it does not mean: a broken run if your collator masks padding by attention mask
+instead of by id, or adds the EOS label back (TRL's completion-only collators differ);
+it is a WARN.
+"""
+
+
+def check_pad_equals_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    if tok.pad is None or tok.eos is None:
+        return
+    pad_id, eos_id = tok.id_of(tok.pad.value), tok.id_of(tok.eos.value)
+    if tok.pad.value == tok.eos.value or (pad_id is not None and pad_id == eos_id):
+        shared = eos_id if eos_id is not None else pad_id
+        yield Hit(message=f"pad_token {tok.pad.value!r} is the eos_token {tok.eos.value!r}"
+                          + (f" (id {shared})" if shared is not None else "")
+                          + ": masking padding by id masks every EOS label too",
+                  evidence={"token_id": shared}, location=_at(tok.pad),
+                  related=(Related(location=_at(tok.eos), message="eos_token"),))
+
+
+PAD_EQUALS_EOS = Rule(id="TP-PRE-PAD-EQUALS-EOS", name="pad-equals-eos", level=Level.WARN, doc=PAD_EOS_DOC,
+                      check=cast(Any, check_pad_equals_eos), applies_to="tokenizer", origin="trainproof")
+
+NO_TEMPLATE_DOC = """Conversational data, but the tokenizer has no chat template.
+
+What it flags: a dataset with `messages`/`conversations` rows is given together with a
+tokenizer folder whose tokenizer_config.json has no `chat_template` and that holds no
+chat_template.jinja / chat_template.json.
+Why it matters: `apply_chat_template` raises (recent transformers), or older versions
+fall back to a generic template — the model is trained on a format it will not see at
+inference.
+What it does not mean: anything for plain-text datasets (the check is skipped) or when
+your trainer formats conversations itself.
+"""
+
+
+def check_no_template(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    conversational = getattr(ctx, "conversational", None)
+    if not conversational:
+        raise Skip("no conversational dataset given with the tokenizer")
+    if tok.chat_template is None:
+        yield Hit(message="the dataset holds conversations but the tokenizer has no chat_template "
+                          "(tokenizer_config.json, chat_template.jinja)",
+                  evidence={"files": len(tok.present)}, location=_folder_file(tok))
+
+
+NO_CHAT_TEMPLATE = Rule(id="TP-TOK-NO-CHAT-TEMPLATE", name="no-chat-template", level=Level.FAIL,
+                        doc=NO_TEMPLATE_DOC, check=cast(Any, check_no_template), applies_to="tokenizer")
+
+TEMPLATE_EOS_DOC = """The chat template never ends an assistant turn.
+
+What it flags: a chat template that references neither `eos_token` nor the eos text nor
+any end-of-turn token of the tokenizer (`<|im_end|>`, `<|eot_id|>`, `<end_of_turn>`,
+`<|end|>` and the like, taken from its added tokens).
+Why it matters: rendered conversations carry no stop target after the assistant's
+answer, so the fine-tuned model does not learn where to stop.
+What it does not mean: certainty — the template is read as text, not executed; an
+end-of-turn marker produced some other way (a macro, a variable) is not seen. WARN.
+"""
+
+_END_MARK = re.compile(r"end|eot|eos|</s>|\|im_end\|", re.IGNORECASE)
+
+
+def check_template_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    tpl = tok.chat_template
+    if tpl is None:
+        raise Skip("no chat template")
+    text = tpl.value
+    markers = {c for _, c, _ in tok.added_tokens if _END_MARK.search(c)}
+    if tok.eos is not None:
+        markers.add(tok.eos.value)
+    if "eos_token" in text or any(m and m in text for m in markers):
+        return
+    yield Hit(message="the chat template emits no eos_token and no end-of-turn token "
+                      f"({len(markers)} candidate marker(s) looked for)",
+              evidence={"markers": len(markers), "template_chars": len(text)}, location=_at(tpl))
+
+
+TEMPLATE_NO_EOS = Rule(id="TP-TOK-TEMPLATE-NO-EOS", name="template-no-eos", level=Level.WARN,
+                       doc=TEMPLATE_EOS_DOC, check=cast(Any, check_template_eos), applies_to="tokenizer")
+
+DOUBLE_BOS_DOC = """The beginning-of-sequence token is added twice.
+
+What it flags: the chat template writes the BOS (`{{ bos_token }}` or its text) and the
+tokenizer also adds one when encoding (`add_bos_token: true`, or a tokenizer.json
+post-processor that prepends it).
+Why it matters: `apply_chat_template(tokenize=False)` followed by a normal tokenizer call
+gives every example two BOS tokens — a prefix the model never sees at inference.
+What it does not mean: a problem when you tokenize with `apply_chat_template(tokenize=True)`
+or pass `add_special_tokens=False`; it is a WARN.
+"""
+
+
+def check_double_bos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    tpl = tok.chat_template
+    if tpl is None:
+        raise Skip("no chat template")
+    bos = tok.bos.value if tok.bos is not None else None
+    in_template = "bos_token" in tpl.value or (bool(bos) and bos in tpl.value)
+    if not in_template:
+        return
+    adder: Sourced | None = None
+    if tok.add_bos is not None and tok.add_bos.value is True:
+        adder = tok.add_bos
+    elif tok.post_processor_bos is not None and (bos is None or tok.post_processor_bos.value == bos):
+        adder = tok.post_processor_bos
+    if adder is None:
+        return
+    how = "add_bos_token is true" if adder is tok.add_bos else "tokenizer.json's post-processor prepends it"
+    yield Hit(message=f"the chat template writes the BOS {bos!r} and {how}: encoded templates start with two",
+              evidence={"bos": bos}, location=_at(tpl),
+              related=(Related(location=_at(adder), message="the tokenizer adds BOS here"),))
+
+
+DOUBLE_BOS = Rule(id="TP-TOK-DOUBLE-BOS", name="double-bos", level=Level.WARN, doc=DOUBLE_BOS_DOC,
+                  check=cast(Any, check_double_bos), applies_to="tokenizer")
+
+SENTINEL_DOC = """The tokenizer's model_max_length is the "no limit" sentinel.
+
+What it flags: `model_max_length` at or above `sentinel_at` (transformers writes
+int(1e30) when it does not know the model's context length).
+Why it matters: `truncation=True` then truncates nothing and packing/length code that
+reads `tokenizer.model_max_length` works with 1e30: overlong rows reach the model and
+fail or silently exceed the position embeddings.
+What it does not mean: a broken tokenizer if you always pass `max_length`/
+`max_seq_length` explicitly; it is a WARN.
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SentinelLimits:
+    # transformers' VERY_LARGE_INTEGER is int(1e30); no real model has a context of even
+    # 1e9 tokens, so anything from 1e29 on is the sentinel (and float rounding of it).
+    sentinel_at: float = 1e29
+
+
+def check_sentinel(tok: TokenizerFiles, limits: SentinelLimits, ctx: Any) -> Iterator[Hit]:
+    mml = tok.model_max_length
+    if mml is None or isinstance(mml.value, bool) or not isinstance(mml.value, (int, float)):
+        raise Skip("no model_max_length in tokenizer_config.json")
+    if mml.value >= limits.sentinel_at:
+        yield Hit(message=f"model_max_length is {mml.value:.3g} (>= {limits.sentinel_at:.0e}): the tokenizer "
+                          "does not know the context length; truncation does nothing",
+                  evidence={"model_max_length": float(mml.value)}, location=_at(mml))
+
+
+MAX_LENGTH_SENTINEL = Rule(id="TP-TOK-MAX-LENGTH-SENTINEL", name="max-length-sentinel", level=Level.WARN,
+                           doc=SENTINEL_DOC, limits=SentinelLimits, check=cast(Any, check_sentinel),
+                           applies_to="tokenizer")
+
+BEYOND_VOCAB_DOC = """Added tokens have ids beyond the model's vocabulary.
+
+What it flags: a token in tokenizer.json `added_tokens` (or tokenizer_config.json
+`added_tokens_decoder`) whose id is >= `vocab_size` in the config.json of the same
+folder.
+Why it matters: the embedding matrix has `vocab_size` rows; the first batch holding such
+a token fails with an index error (on GPU: a device-side assert that kills the process).
+What it does not mean: a problem when your script calls
+`model.resize_token_embeddings(len(tokenizer))` before training — but then the config.json
+saved here is stale.
+"""
+
+
+def check_beyond_vocab(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    if tok.vocab_size is None:
+        raise Skip("no config.json with vocab_size in the tokenizer folder")
+    if not tok.added_tokens:
+        raise Skip("no added tokens")
+    size = tok.vocab_size.value
+    beyond = [(i, c, s) for i, c, s in tok.added_tokens if i >= size]
+    if not beyond:
+        return
+    i, c, s = beyond[0]
+    yield Hit(message=f"{len(beyond)} added token(s) have ids >= vocab_size {size}; first {c!r} id {i}, "
+                      f"largest id {beyond[-1][0]}",
+              evidence={"vocab_size": size, "beyond": len(beyond), "first_id": i, "max_id": beyond[-1][0]},
+              location=_at(s), related=(Related(location=_at(tok.vocab_size), message="vocab_size"),))
+
+
+ADDED_BEYOND_VOCAB = Rule(id="TP-TOK-ADDED-TOKENS-BEYOND-VOCAB", name="added-tokens-beyond-vocab",
+                          level=Level.FAIL, doc=BEYOND_VOCAB_DOC, check=cast(Any, check_beyond_vocab),
+                          applies_to="tokenizer")
+
+TOKENIZER_RULES: tuple[Rule, ...] = (
+    MISSING_EOS,
+    MISSING_PAD,
+    PAD_EQUALS_EOS,
+    NO_CHAT_TEMPLATE,
+    TEMPLATE_NO_EOS,
+    DOUBLE_BOS,
+    MAX_LENGTH_SENTINEL,
+    ADDED_BEYOND_VOCAB,
+)

@@ -1,0 +1,385 @@
+"""workspace/executeCommand. Folder-sized work (doctor, compare, environment checks,
+datasets too big for the editor to sync) runs the project's own command line in a child
+process: the same code path and JSON contract as CI (CONTRACTS.md §5), real cancellation
+(the child is killed), and a crash or a runaway import in the child cannot take the
+server down. Results come back as diagnostics on the files they cite and one message.
+
+Commands another part of the project provides (compare, env) are offered only as what
+they are: when this installation lacks them, the command says so and does nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import platform
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+
+from .. import TOOL_NAME, __version__
+from ..model import Artefact, Finding, Level, Location, Related, Report, Span, Verdict
+from . import datasets
+from .diagnostics import by_path, capped
+from .documents import path_to_uri, uri_to_path
+from .kinds import optional_module
+from .settings import settings_json
+
+log = logging.getLogger(__name__)
+
+DOCTOR = "trainproof.doctor"
+COMPARE = "trainproof.compare"
+SET_BASELINE = "trainproof.setBaseline"
+CHECK_ENVIRONMENT = "trainproof.checkEnvironment"
+CHECK_DATASET = "trainproof.checkDataset"
+SHOW_REPORT = "trainproof.showReport"
+SHOW_SERVER_INFO = "trainproof.showServerInfo"
+ALL = (DOCTOR, COMPARE, SET_BASELINE, CHECK_ENVIRONMENT, CHECK_DATASET, SHOW_REPORT, SHOW_SERVER_INFO)
+
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+# --- the JSON envelope back into reports --------------------------------------------------
+
+def _location(raw: dict[str, Any]) -> Location:
+    rng = raw.get("range")
+    span = None
+    if isinstance(rng, dict):
+        span = Span(rng["start"]["line"], rng["start"]["character"], rng["end"]["line"], rng["end"]["character"])
+    return Location(path=str(raw.get("path", "")), span=span, byte_offset=raw.get("byte_offset"),
+                    record=raw.get("record"))
+
+
+def _value(v: Any) -> Any:
+    return _NON_FINITE.get(v, v) if isinstance(v, str) else v
+
+
+def reports_from_json(doc: dict[str, Any]) -> list[Report]:
+    """CONTRACTS.md §5 envelope -> model.Report (the fields diagnostics need)."""
+    out = []
+    for r in doc.get("reports", []):
+        findings = tuple(
+            Finding(id=f["id"], level=Level(f["level"]), message=f.get("message", ""),
+                    evidence={k: _value(v) for k, v in f.get("evidence", {}).items()},
+                    location=_location(f.get("location", {})),
+                    related=tuple(Related(location=_location(x["location"]), message=x.get("message", ""))
+                                  for x in f.get("related", [])),
+                    limits={k: _value(v) for k, v in f.get("limits", {}).items()})
+            for f in r.get("findings", []))
+        art = r.get("artefact", {})
+        out.append(Report(artefact=Artefact(path=art.get("path", ""), kind=art.get("kind", ""),
+                                            format=art.get("format", ""), sources=tuple(art.get("sources", ()))),
+                          verdict=Verdict(r.get("verdict", "NOT-CHECKED")), findings=findings, checks=(),
+                          reason=r.get("reason", "")))
+    return out
+
+
+# --- running the command line ---------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class CliRun:
+    envelope: dict[str, Any] | None
+    exit_code: int | None
+    stderr: str
+    cancelled: bool = False
+    timed_out: bool = False
+
+
+class Progress:
+    """$/progress for one command, when the client shows progress; a no-op otherwise."""
+
+    def __init__(self, ls, title: str, token: Any = None) -> None:
+        self._ls = ls
+        self.title = title
+        self.token = token
+        self.enabled = ls.tp.features.progress
+        self._cancel = None
+
+    async def __aenter__(self) -> "Progress":
+        if not self.enabled:
+            return self
+        try:
+            if self.token is None:
+                self.token = f"trainproof-{uuid.uuid4().hex}"
+                await asyncio.wait_for(self._ls.work_done_progress.create_async(self.token), 5)
+            self._ls.work_done_progress.begin(self.token, lsp.WorkDoneProgressBegin(
+                title=self.title, cancellable=True, message="starting"))
+            self._cancel = self._ls.work_done_progress.tokens.get(self.token)
+        except Exception as e:  # no progress UI is no reason to fail the command
+            log.warning("progress not available: %s", e)
+            self.enabled = False
+        return self
+
+    def cancelled(self) -> bool:
+        return self._cancel is not None and self._cancel.cancelled()
+
+    def report(self, message: str) -> None:
+        if self.enabled:
+            self._ls.work_done_progress.report(self.token, lsp.WorkDoneProgressReport(message=message))
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self.enabled:
+            self._ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(
+                message="cancelled" if self.cancelled() else "done"))
+            self._ls.work_done_progress.tokens.pop(self.token, None)
+
+
+async def run_cli(argv: list[str], progress: Progress, timeout: float) -> CliRun:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "trainproof_lsp", *argv,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    communicate = asyncio.ensure_future(proc.communicate())
+    started = time.monotonic()
+    try:
+        while True:
+            done, _ = await asyncio.wait({communicate}, timeout=0.25)
+            if done:
+                break
+            elapsed = time.monotonic() - started
+            if progress.cancelled() or elapsed > timeout:
+                proc.kill()
+                await communicate
+                return CliRun(envelope=None, exit_code=None, stderr="", cancelled=progress.cancelled(),
+                              timed_out=not progress.cancelled())
+            progress.report(f"{' '.join(argv[:2])} · {elapsed:.0f} s")
+    except asyncio.CancelledError:  # the request itself was cancelled
+        proc.kill()
+        raise
+    out, err = communicate.result()
+    envelope = None
+    try:
+        envelope = json.loads(out.decode("utf-8", "replace")) if out.strip() else None
+    except ValueError:
+        envelope = None
+    return CliRun(envelope=envelope if isinstance(envelope, dict) else None, exit_code=proc.returncode,
+                  stderr=err.decode("utf-8", "replace").strip())
+
+
+def _unavailable(run: CliRun, command: str) -> bool:
+    return run.envelope is None and run.exit_code == 2 and "invalid choice" in run.stderr and command in run.stderr
+
+
+# --- results as diagnostics and a message ------------------------------------------------
+
+def publish_reports(ls, reports: list[Report]) -> dict[str, int]:
+    """Diagnostics for every file the reports cite that is not open in the editor (an open
+    document keeps its own, judged from its buffer). Returns findings per file."""
+    tp = ls.tp
+    counts: dict[str, int] = {}
+    for path, findings in by_path(reports).items():
+        if not path:
+            continue
+        uri = path_to_uri(path)
+        counts[path] = len(findings)
+        if uri in tp.documents or path in tp.paths or not Path(path).is_file():
+            continue  # open: judged from its buffer; a folder: no document to show it on
+        tp.publish(uri, capped(findings, path, tp.line_text, tp.presentation, tp.settings.max_diagnostics_per_file))
+        if findings:
+            tp.disk_published.add(uri)
+    return counts
+
+
+def summary(envelope: dict[str, Any], what: str) -> str:
+    reports = envelope.get("reports", [])
+    by_verdict: dict[str, int] = {}
+    for r in reports:
+        by_verdict[r.get("verdict", "?")] = by_verdict.get(r.get("verdict", "?"), 0) + 1
+    parts = [f"{n} {v}" for v, n in sorted(by_verdict.items())]
+    extra = []
+    if envelope.get("not_judged"):
+        extra.append(f"{len(envelope['not_judged'])} not judged")
+    if envelope.get("error"):
+        extra.append(envelope["error"])
+    worst = envelope.get("worst_verdict", "?")
+    return f"trainproof {what}: {worst} — {len(reports)} report(s): {', '.join(parts) or 'none'}" + (
+        f"; {'; '.join(extra)}" if extra else "")
+
+
+async def _cli_command(ls, *, what: str, argv: list[str], title: str, timeout: float,
+                       subcommand: str) -> dict[str, Any]:
+    tp = ls.tp
+    async with Progress(ls, title) as progress:
+        run = await run_cli(argv, progress, timeout)
+    if run.cancelled:
+        tp.message(f"trainproof {what}: cancelled")
+        return {"status": "cancelled"}
+    if run.timed_out:
+        tp.warn(f"trainproof {what}: stopped after {timeout:g} s")
+        return {"status": "timeout"}
+    if _unavailable(run, subcommand):
+        text = f"trainproof {what}: not available in this version ({TOOL_NAME} {__version__} has no `{subcommand}`)"
+        tp.warn(text)
+        return {"status": "unavailable", "message": text}
+    if run.envelope is None:
+        text = f"trainproof {what}: no result ({run.stderr.splitlines()[-1] if run.stderr else f'exit {run.exit_code}'})"
+        tp.warn(text)
+        return {"status": "error", "message": text}
+    reports = reports_from_json(run.envelope)
+    files = publish_reports(ls, reports)
+    text = summary(run.envelope, what)
+    level = lsp.MessageType.Error if run.envelope.get("worst_verdict") == "FAIL" else lsp.MessageType.Info
+    tp.message(text, level)
+    return {"status": "done", "message": text, "worst_verdict": run.envelope.get("worst_verdict"),
+            "exit_code": run.exit_code,
+            "reports": [{"path": r.artefact.path, "verdict": r.verdict.value, "findings": len(r.findings)}
+                        for r in reports],
+            "not_judged": run.envelope.get("not_judged", []), "files": files}
+
+
+def _config_args(tp) -> list[str]:
+    args = []
+    if tp.settings.config_file:
+        args += ["--config", tp.settings.config_file]
+    if tp.settings.vocab_size:
+        args += ["--vocab-size", str(tp.settings.vocab_size)]
+    return args
+
+
+def _path_arg(args: tuple[Any, ...], index: int = 0) -> Path | None:
+    if len(args) <= index or not isinstance(args[index], str) or not args[index]:
+        return None
+    raw = args[index]
+    return (uri_to_path(raw) if raw.startswith("file:") else Path(raw)).absolute()
+
+
+def register(ls) -> None:
+    tp = ls.tp
+
+    def bad_args(command: str, usage: str) -> dict[str, Any]:
+        text = f"{command}: expected {usage}"
+        tp.warn(text)
+        return {"status": "error", "message": text}
+
+    @ls.command(DOCTOR)
+    async def doctor(ls, *args: Any) -> dict[str, Any]:
+        path = _path_arg(args)
+        if path is None:
+            folders = [uri_to_path(f.uri) for f in (ls.workspace.folders.values() if ls.workspace else [])]
+            path = folders[0] if folders else (Path(ls.workspace.root_path) if ls.workspace and ls.workspace.root_path else None)
+        if path is None:
+            return bad_args(DOCTOR, "a file or folder path")
+        return await _cli_command(ls, what=f"doctor {path}", argv=["doctor", str(path), "--json", *_config_args(tp)],
+                                  title=f"trainproof doctor {path.name or path}", timeout=600, subcommand="doctor")
+
+    @ls.command(CHECK_DATASET)
+    async def check_dataset(ls, *args: Any) -> dict[str, Any]:
+        path = _path_arg(args)
+        if path is None:
+            return bad_args(CHECK_DATASET, "a dataset path")
+        if not datasets.available():
+            text = f"trainproof: {datasets.UNAVAILABLE}"
+            tp.warn(text)
+            return {"status": "unavailable", "message": text}
+        return await _cli_command(ls, what=f"preflight {path}", argv=["doctor", str(path), "--json", *_config_args(tp)],
+                                  title=f"trainproof preflight {path.name}", timeout=600, subcommand="doctor")
+
+    @ls.command(COMPARE)
+    async def compare(ls, *args: Any) -> dict[str, Any]:
+        run = _path_arg(args)
+        if run is None:
+            return bad_args(COMPARE, "a run's log or folder (and optionally a baseline)")
+        if optional_module("compare") is None:
+            text = f"trainproof compare: not available in this version ({TOOL_NAME} {__version__})"
+            tp.warn(text)
+            return {"status": "unavailable", "message": text}
+        baseline = _path_arg(args, 1) or (Path(tp.baseline) if tp.baseline else None) or (
+            Path(tp.settings.baseline) if tp.settings.baseline else None)
+        if baseline is None:
+            text = "trainproof compare: no baseline — use \"Set as baseline\" on a known-good run's log first"
+            tp.warn(text)
+            return {"status": "no-baseline", "message": text}
+        return await _cli_command(ls, what=f"compare {run.name} with {baseline}",
+                                  argv=["compare", str(baseline), str(run), "--json", *_config_args(tp)],
+                                  title="trainproof compare", timeout=600, subcommand="compare")
+
+    @ls.command(SET_BASELINE)
+    def set_baseline(ls, *args: Any) -> dict[str, Any]:
+        path = _path_arg(args)
+        if path is None:
+            return bad_args(SET_BASELINE, "a run's log or folder")
+        tp.baseline = str(path)
+        text = (f"trainproof: baseline for this session is {path}. To keep it, add "
+                f"`baseline = \"{path}\"` under [tool.trainproof] or set trainproof.baseline.")
+        tp.message(text)
+        return {"status": "done", "baseline": str(path), "message": text}
+
+    @ls.command(CHECK_ENVIRONMENT)
+    async def check_environment(ls, *args: Any) -> dict[str, Any]:
+        script = _path_arg(args)
+        if script is None:
+            return bad_args(CHECK_ENVIRONMENT, "a training script path")
+        if not tp.settings.check_environment:
+            text = ("trainproof: environment checks import the script's modules with your interpreter, so they "
+                    "are off until you trust this workspace: set trainproof.checkEnvironment = true")
+            tp.warn(text)
+            return {"status": "disabled", "message": text}
+        if optional_module("envcheck") is None:
+            text = f"trainproof env: not available in this version ({TOOL_NAME} {__version__})"
+            tp.warn(text)
+            return {"status": "unavailable", "message": text}
+        argv = ["env", "--entrypoint", str(script), "--cwd", str(script.parent),
+                "--timeout", f"{tp.settings.env_timeout_s:g}", "--json"]
+        if tp.settings.python:
+            argv += ["--python", tp.settings.python]
+        return await _cli_command(ls, what=f"env {script.name}", argv=argv, title=f"trainproof env {script.name}",
+                                  timeout=tp.settings.env_timeout_s + 30, subcommand="env")
+
+    @ls.command(SHOW_REPORT)
+    async def show_report(ls, *args: Any) -> dict[str, Any]:
+        uri = args[0] if args and isinstance(args[0], str) else None
+        result = await tp.analyzer.current(uri) if uri else None
+        if result is None or result.report is None:
+            text = f"trainproof: {result.note if result is not None and result.note else 'no report for this document'}"
+            tp.message(text)
+            return {"status": "none", "message": text}
+        from ..render import report_json
+
+        r = result.report
+        lines = [f"{r.verdict.value}: {len(r.findings)} finding(s)" + (f" — {r.reason}" if r.reason else "")]
+        lines += [f"{f.id} ({f.level.value}) {f.message}" for f in r.findings[:10]]
+        tp.message("trainproof: " + "\n".join(lines))
+        return {"status": "done", "report": report_json(r)}
+
+    @ls.command(SHOW_SERVER_INFO)
+    def show_server_info(ls, *args: Any) -> dict[str, Any]:
+        import pygls
+
+        info = {
+            "name": TOOL_NAME, "version": __version__,
+            "python": sys.version.split()[0], "executable": sys.executable, "platform": platform.platform(),
+            "pygls": getattr(pygls, "__version__", None) or _dist_version("pygls"),
+            "lsprotocol": _dist_version("lsprotocol"),
+            "positionEncoding": tp.presentation.encoding,
+            "features": sorted(ls.protocol.fm.features), "commands": sorted(ls.protocol.fm.commands),
+            "diagnostics": "pull" if tp.features.pull else "push",
+            "settings": settings_json(tp.settings),
+            "baseline": tp.baseline,
+            "documents": {uri: {"version": d.version, "lines": len(d.lines),
+                                "kind": getattr(tp.analyzer.kinds.get(uri), "kind", None),
+                                "last_check_ms": round(tp.analyzer.results[uri].elapsed_ms, 2)
+                                if uri in tp.analyzer.results else None}
+                          for uri, d in tp.documents.items()},
+            "engine": {"preflight": datasets.available(),
+                       "compare": optional_module("compare") is not None,
+                       "envcheck": optional_module("envcheck") is not None},
+        }
+        tp.message(f"{TOOL_NAME} {__version__} (pygls {info['pygls']}, Python {info['python']}); "
+                   f"{len(tp.documents)} open document(s); diagnostics by {info['diagnostics']}; "
+                   f"preflight {'on' if info['engine']['preflight'] else 'not available'}")
+        return info
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None

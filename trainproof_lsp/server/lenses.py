@@ -1,0 +1,120 @@
+"""Code lenses: one line of verdict and the commands that fit the document's kind.
+
+    log      trainproof: FAIL · 4 finding(s) | Run doctor | Compare with baseline | Set as baseline
+    script   Check environment | Doctor: <output dir> (one per adjacent run folder)
+    dataset  preflight: <verdict> · N finding(s) | Check the file on disk
+    config   Doctor: <folder>
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lsprotocol import types as lsp
+
+from ..readers.adjacent import run_root
+from .documents import path_to_uri
+
+_TOP = lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0))
+# What marks a folder as a run's output: enough to offer "Doctor" on it.
+_RUN_MARKERS = ("trainer_state.json", "metrics.csv", "metrics.jsonl", "hparams.yaml")
+_SCAN_LIMIT = 400  # directory entries looked at per script: lenses must stay instant
+
+
+def _lens(title: str, command: str, *arguments: object) -> lsp.CodeLens:
+    return lsp.CodeLens(range=_TOP, command=lsp.Command(title=title, command=command,
+                                                        arguments=list(arguments)))
+
+
+def _verdict_title(prefix: str, result) -> str:
+    report = result.report if result is not None else None
+    if report is None:
+        return f"{prefix}: {result.note}" if result is not None and result.note else f"{prefix}: not judged yet"
+    count = len([f for f in report.findings if f.level.value in ("FAIL", "WARN")])
+    if report.verdict.value == "NOT-CHECKED":
+        return f"{prefix}: NOT-CHECKED · {report.reason}"
+    ids = sorted({f.id for f in report.findings if f.level.value in ("FAIL", "WARN")})
+    shown = ", ".join(ids[:3]) + (", …" if len(ids) > 3 else "")
+    return f"{prefix}: {report.verdict.value} · {count} finding(s)" + (f" ({shown})" if ids else "")
+
+
+def _is_run_folder(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            for i, entry in enumerate(entries):
+                if i > _SCAN_LIMIT:
+                    return False
+                name = entry.name
+                if name in _RUN_MARKERS or name.startswith(("checkpoint-", "events.out.tfevents.", "version_")) \
+                        or name.endswith((".ckpt", ".safetensors")):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def adjacent_run_folders(script: Path) -> list[Path]:
+    """Run folders beside a training script: its own folder and the folders one and two
+    levels below it that hold logs or checkpoints (output_dir/, runs/x/, lightning_logs/)."""
+    found: list[Path] = []
+    base = script.parent
+    try:
+        children = sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))[:_SCAN_LIMIT]
+    except OSError:
+        return found
+    for child in children:
+        if _is_run_folder(child):
+            found.append(child)
+            continue
+        try:
+            grandchildren = sorted(p for p in child.iterdir() if p.is_dir())[:50]
+        except OSError:
+            continue
+        if any(_is_run_folder(g) for g in grandchildren):
+            found.append(child)
+    return found[:8]
+
+
+def lenses_for(tp, uri: str) -> list[lsp.CodeLens]:
+    doc = tp.documents.get(uri)
+    if doc is None:
+        return []
+    kind = tp.analyzer.kinds.get(uri)
+    result = tp.analyzer.results.get(uri)
+    path = doc.path
+    if kind is None:
+        return []
+    if kind.kind == "metrics":
+        return [
+            _lens(_verdict_title("trainproof", result), "trainproof.showReport", uri),
+            _lens("Run doctor", "trainproof.doctor", str(run_root(path))),
+            _lens("Compare with baseline", "trainproof.compare", str(path)),
+            _lens("Set as baseline", "trainproof.setBaseline", str(path)),
+        ]
+    if kind.kind == "dataset":
+        return [
+            _lens(_verdict_title("preflight", result), "trainproof.showReport", uri),
+            _lens("Check the file on disk", "trainproof.checkDataset", str(path)),
+        ]
+    if kind.kind == "script":
+        out = [_lens("Check environment", "trainproof.checkEnvironment", str(path))]
+        for folder in adjacent_run_folders(path):
+            out.append(_lens(f"Doctor: {folder.name}/", "trainproof.doctor", str(folder)))
+        return out
+    if kind.kind == "config":
+        return [_lens(f"Doctor: {path.parent.name}/", "trainproof.doctor", str(path.parent))]
+    return []
+
+
+def register(ls) -> None:
+    tp = ls.tp
+
+    @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))
+    async def code_lens(ls, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+        uri = params.text_document.uri
+        await tp.analyzer.current(uri, timeout=5.0)
+        return lenses_for(tp, uri)
+
+
+__all__ = ["lenses_for", "adjacent_run_folders", "register", "path_to_uri"]

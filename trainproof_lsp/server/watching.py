@@ -1,0 +1,98 @@
+"""workspace/didChangeWatchedFiles: a log that grows on disk is re-judged, so a live run
+turns red in the editor while it trains — also when the log is not open (its diagnostics
+are published against its own URI and show in the problems list).
+
+An open document is judged from its buffer, never from disk: the editor sends didChange
+when it reloads the file. A pyproject.toml change re-reads `[tool.trainproof]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from pathlib import Path
+
+from lsprotocol import types as lsp
+
+from .diagnostics import capped
+from .documents import uri_to_path
+from .kinds import kind_of
+
+log = logging.getLogger(__name__)
+
+GLOBS = ("**/trainer_state.json", "**/*.{jsonl,ndjson,csv,tsv}", "**/events.out.tfevents.*",
+         "**/pyproject.toml")
+# A trainer rewrites its log several times per save; judge once it is quiet.
+SETTLE_S = 0.1
+
+
+async def register_watchers(ls) -> None:
+    try:
+        await ls.client_register_capability_async(lsp.RegistrationParams(registrations=[lsp.Registration(
+            id=f"trainproof-watch-{uuid.uuid4().hex[:8]}", method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=lsp.DidChangeWatchedFilesRegistrationOptions(
+                watchers=[lsp.FileSystemWatcher(glob_pattern=g) for g in GLOBS]))]))
+        ls.tp.registered.append(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    except Exception as e:  # the client said no: no live re-judging, everything else works
+        log.warning("could not register file watchers: %s", e)
+
+
+def judge_from_disk(path: Path, config):
+    """Runs in a worker thread: the engine's verdict on the file as it is on disk."""
+    from .. import engine
+    from ..detect import HEAD_BYTES
+
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(HEAD_BYTES)
+    except OSError:
+        return None
+    kind = kind_of(path, head)
+    if kind.kind not in ("metrics", "binary"):
+        return None
+    return engine.judge_file(path, config)
+
+
+def register(ls) -> None:
+    tp = ls.tp
+    pending: dict[str, asyncio.Task] = {}
+
+    async def rejudge(uri: str) -> None:
+        await asyncio.sleep(SETTLE_S)
+        path = uri_to_path(uri)
+        loop = asyncio.get_running_loop()
+        config = tp.configs.for_path(path)  # on the loop: a config problem becomes a message
+        report = await loop.run_in_executor(tp.analyzer.executor, judge_from_disk, path, config)
+        if report is None or uri in tp.documents:
+            return
+        findings = [f for f in report.findings if f.location.path == str(path)]
+        if report.verdict.value == "NOT-CHECKED" and uri not in tp.disk_published and kind_of(path, b"").kind == "binary":
+            return  # a binary file this version cannot read: nothing worth a squiggle
+        tp.publish(uri, capped(findings, str(path), tp.line_text, tp.presentation,
+                               tp.settings.max_diagnostics_per_file))
+        tp.disk_published.add(uri)
+
+    @ls.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls, params: lsp.DidChangeWatchedFilesParams) -> None:
+        recheck = False
+        for change in params.changes:
+            uri = change.uri
+            path = uri_to_path(uri)
+            if path.name == "pyproject.toml":
+                recheck = True
+                continue
+            if uri in tp.documents:
+                continue
+            if change.type == lsp.FileChangeType.Deleted:
+                if uri in tp.disk_published:
+                    tp.disk_published.discard(uri)
+                    tp.publish(uri, [])
+                continue
+            old = pending.get(uri)
+            if old is not None and not old.done():
+                old.cancel()
+            pending[uri] = asyncio.get_running_loop().create_task(rejudge(uri))
+        if recheck:
+            tp.configs.clear()
+            tp.analyzer.recheck_all()
