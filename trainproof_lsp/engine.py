@@ -95,11 +95,18 @@ def judge_run(run: Run, config: Config, *, kind: str = "metrics",
     if run.notes:
         findings.append(_skipped_records(run))
     findings.sort(key=_sort_key)
+    verdict = verdict_of(findings)
+    reason = ""
+    if not any(c.ran for c in checks) and verdict is Verdict.PASS:
+        # Nothing ran: that is not a pass (a skipped check is never a pass).
+        verdict = Verdict.NOT_CHECKED
+        reason = f"{run.path}: no check could run ({checks[0].reason if checks else 'no rules enabled'})"
     return Report(
         artefact=Artefact(path=run.path, kind=kind, format=run.format, sources=run.sources),
-        verdict=verdict_of(findings),
+        verdict=verdict,
         findings=tuple(findings),
         checks=tuple(checks),
+        reason=reason,
     )
 
 

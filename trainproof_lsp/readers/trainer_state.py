@@ -109,6 +109,10 @@ def read_trainer_state(path: str | Path, data: bytes | None = None) -> Run:
                         columns.add(series, key, step, v, i)
         meta_src = {k: doc.get(k) for k in ("max_steps", "logging_steps", "best_global_step",
                                             "best_model_checkpoint")}
+    found = columns.series()
+    if LOSS not in found and EVAL_LOSS not in found:
+        raise ReadError(f"{name}: log_history has {n} entr{'y' if n == 1 else 'ies'} and no loss or "
+                        "eval_loss to judge")
     spans = _entry_spans(data, n, name)
     return Run(
         path=name,
