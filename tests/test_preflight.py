@@ -39,7 +39,7 @@ def test_valid_files_pass_with_every_check_run(name):
     assert {"TP-PRE-MALFORMED-JSONL", "TP-PRE-DUPLICATE-TEXT", "TP-PRE-NEAR-DUPLICATE", "TP-PRE-MIXED-FORMATS",
             "TP-PRE-NO-ASSISTANT", "TP-PRE-EMPTY-TEXT"} <= ran
     skipped = {c.group: c.reason for c in r.checks if not c.ran}
-    assert skipped == {"TP-PRE-EVAL-OVERLAP": "no --eval file given (overlap is judged on the eval file)"}
+    assert skipped == {"TP-PRE-EVAL-OVERLAP": "judged on an eval file only (preflight --eval EVAL), against the training files"}
 
 
 def test_formats_are_detected_per_file():

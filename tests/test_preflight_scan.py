@@ -84,7 +84,7 @@ _KIND = {"nan": "malformed", "not-object": "malformed", "near": "near", "duplica
 def _scan(data: bytes, *, reference: bool, monkeypatch=None) -> ds.DatasetScan:
     if reference:
         assert monkeypatch is not None
-        monkeypatch.setattr(ds._Scanner, "fast", lambda self, base, chunk: -1)
+        monkeypatch.setattr(ds._Scanner, "fast", lambda self, base, chunk, lines=None: -1)
     return ds.scan_dataset("mem.jsonl", data)
 
 
@@ -116,8 +116,8 @@ def test_fast_path_actually_runs(big_file, monkeypatch):
     calls = {"fast": 0}
     orig = ds._Scanner.fast
 
-    def spy(self, base, chunk):
-        ok = orig(self, base, chunk)
+    def spy(self, base, chunk, lines=None):
+        ok = orig(self, base, chunk, lines)
         calls["fast"] += ok is None
         return ok
     monkeypatch.setattr(ds._Scanner, "fast", spy)

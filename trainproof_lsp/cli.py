@@ -10,11 +10,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from . import TOOL_NAME, __version__
 from .config import Config, ConfigError, discover, load_file, with_vocab
 from .model import Outcome, ReadError, Verdict
+
+if TYPE_CHECKING:
+    from .model import Run
 
 EXIT_OK, EXIT_FAIL, EXIT_NOT_CHECKED = 0, 1, 2
 
@@ -37,6 +40,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="list checks that ran and files passed over")
 
 
+def _html_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--html", metavar="PATH",
+                   help="also write a self-contained HTML page with each run's curves and findings to PATH")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=TOOL_NAME,
@@ -51,11 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--reference", metavar="CKPT", type=Path,
                         help="compare checkpoints' tensor names and shapes with this checkpoint")
     _common(doctor)
+    _html_option(doctor)
     compare = sub.add_parser("compare", help="judge runs against a known-good baseline run")
     compare.add_argument("baseline", type=Path, metavar="BASELINE",
                          help="the known-good run's log or folder (omit to use baseline in the config)")
     compare.add_argument("runs", nargs="*", type=Path, metavar="RUN", help="runs' logs or folders")
     _common(compare)
+    _html_option(compare)
     epoch = sub.add_parser("epoch", help="judge one training log")
     epoch.add_argument("log", type=Path, metavar="LOG")
     _common(epoch)
@@ -113,11 +123,17 @@ def _config(args: argparse.Namespace, anchor: Path) -> Config:
     return with_vocab(config, args.vocab_size)
 
 
-def _emit(outcome: Outcome, args: argparse.Namespace) -> int:
+def _emit(outcome: Outcome, args: argparse.Namespace, runs: "Mapping[str, Run] | None" = None) -> int:
+    """Print the outcome; write --sarif and --html files. `runs` (run path -> Run) are the
+    curves --html draws."""
     from . import render
 
     if args.sarif:
         Path(args.sarif).write_text(render.to_sarif(outcome), encoding="utf-8")
+    if getattr(args, "html", None):
+        from .report_html import to_html
+
+        Path(args.html).write_text(to_html(outcome, runs), encoding="utf-8")
     sys.stdout.write(render.to_json(outcome) if args.json else render.to_text(outcome, verbose=args.verbose))
     return exit_code(outcome)
 
@@ -195,6 +211,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         if baseline is not None:
             from . import compare
 
+            if args.html:
+                outcome, found = compare.doctor_with_runs(paths, config, baseline)
+                return _emit(outcome, args, found)
             return _emit(compare.doctor(paths, config, baseline), args)
         reference = None
         if args.reference is not None:
@@ -202,6 +221,11 @@ def run(argv: Sequence[str] | None = None) -> int:
                 reference = engine.read_reference(args.reference)
             except ReadError as e:
                 return _emit(Outcome(reports=(), error=str(e)), args)
+        if args.html:
+            from .report_html import doctor_with_runs
+
+            outcome, found = doctor_with_runs(paths, config, reference=reference)
+            return _emit(outcome, args, found)
         return _emit(engine.doctor(paths, config, reference=reference), args)
     if args.command == "compare":
         from . import compare
@@ -217,6 +241,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         else:
             return _emit(Outcome(reports=(), error="compare needs a BASELINE and at least one RUN "
                                                    "(or baseline = \"...\" under [tool.trainproof])"), args)
+        if args.html:
+            outcome, found = compare.compare_with_runs(baseline, runs, config)
+            return _emit(outcome, args, found)
         return _emit(compare.compare(baseline, runs, config), args)
     if args.command == "preflight":
         from . import preflight as pre

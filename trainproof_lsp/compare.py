@@ -153,7 +153,24 @@ def _same(a: str, b: str) -> bool:
 
 def compare(baseline_path: Path, run_paths: Iterable[Path], config: Config) -> Outcome:
     """Every run found at each of `run_paths` against the baseline at `baseline_path`."""
+    return _compare(baseline_path, run_paths, config, None)
+
+
+def compare_with_runs(baseline_path: Path, run_paths: Iterable[Path],
+                      config: Config) -> tuple[Outcome, dict[str, Run]]:
+    """`compare`, and the runs it compared (the baseline's too) by path: what
+    `compare --html` draws."""
+    runs: dict[str, Run] = {}
+    return _compare(baseline_path, run_paths, config, runs), runs
+
+
+def _compare(baseline_path: Path, run_paths: Iterable[Path], config: Config,
+             runs: dict[str, Run] | None) -> Outcome:
+    """`compare`; `runs`, when given, collects the runs by path (kept only when asked for:
+    a tree of long runs would otherwise stay in memory)."""
     baseline = load_baseline(baseline_path, config)
+    if runs is not None and baseline.run is not None:
+        runs[baseline.run.path] = baseline.run
     reports: list[Report] = []
     for path in run_paths:
         if not path.exists():
@@ -173,6 +190,8 @@ def compare(baseline_path: Path, run_paths: Iterable[Path], config: Config) -> O
         for run, _ in found:
             if baseline.run is not None and _same(run.path, baseline.run.path) and len(found) > 1:
                 continue  # a folder of runs that holds the baseline: not compared with itself
+            if runs is not None:
+                runs.setdefault(run.path, run)
             reports.append(compare_run(run, baseline, config))
     return Outcome(reports=tuple(reports))
 
@@ -180,9 +199,25 @@ def compare(baseline_path: Path, run_paths: Iterable[Path], config: Config) -> O
 def doctor(paths: Iterable[Path], config: Config, baseline_path: Path) -> Outcome:
     """doctor, with each run it judges also compared with the baseline (the baseline's
     own log, if doctor meets it, is judged but not compared with itself)."""
+    return _doctor(paths, config, baseline_path, None)
+
+
+def doctor_with_runs(paths: Iterable[Path], config: Config,
+                     baseline_path: Path) -> tuple[Outcome, dict[str, Run]]:
+    """`doctor` with a baseline, and the runs it judged (the baseline's too) by path: what
+    `doctor --baseline B --html` draws."""
+    runs: dict[str, Run] = {}
+    return _doctor(paths, config, baseline_path, runs), runs
+
+
+def _doctor(paths: Iterable[Path], config: Config, baseline_path: Path, runs: dict[str, Run] | None) -> Outcome:
     baseline = load_baseline(baseline_path, config)
+    if runs is not None and baseline.run is not None:
+        runs[baseline.run.path] = baseline.run
 
     def against(run: Run, report: Report) -> Report | None:
+        if runs is not None:
+            runs.setdefault(run.path, run)
         if baseline.run is not None and _same(run.path, baseline.run.path):
             return None
         return compare_run(run, baseline, config)
@@ -190,5 +225,5 @@ def doctor(paths: Iterable[Path], config: Config, baseline_path: Path) -> Outcom
     return engine.doctor(paths, config, also=against)
 
 
-__all__ = ["ComparisonReport", "Baseline", "load_baseline", "compare_run", "compare", "doctor",
-           "comparison_rules"]
+__all__ = ["ComparisonReport", "Baseline", "load_baseline", "compare_run", "compare", "compare_with_runs",
+           "doctor", "doctor_with_runs", "comparison_rules"]

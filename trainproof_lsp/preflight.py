@@ -22,7 +22,7 @@ from .model import Artefact, Check, Finding, Level, Outcome, ReadError, Report
 from .readers.dataset import DatasetScan, scan_dataset
 from .readers.tokenizer import read_tokenizer_dir
 from .rules.base import Rule, Skip
-from .rules.dataset import DATASET_RULES, OVERLAP, DatasetContext
+from .rules.dataset import DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext
 from .rules.tokenizer import TOKENIZER_RULES, TokenizerContext
 
 _LEVEL_ORDER = {Level.FAIL: 0, Level.NOT_CHECKED: 1, Level.WARN: 2, Level.INFO: 3}
@@ -71,7 +71,7 @@ def dataset_report(scan: DatasetScan, config: Config, *, train: Sequence[Dataset
     rules = DATASET_RULES if train else tuple(r for r in DATASET_RULES if r is not OVERLAP)
     findings, checks = _run_rules(rules, scan, DatasetContext(train=tuple(train)), config)
     if not train:
-        checks.append(Check(group=OVERLAP.id, ran=False, reason="no --eval file given (overlap is judged on the eval file)"))
+        checks.append(Check(group=OVERLAP.id, ran=False, reason=OVERLAP_SKIP))
     if max_len is not None:
         checks.append(Check(group=_LENGTH_GROUP, ran=False, reason=_LENGTH_REASON))
     findings.sort(key=_sort_key)

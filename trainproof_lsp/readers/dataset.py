@@ -628,18 +628,20 @@ class _Scanner:
                     continue
                 keys.update(obj)
 
-    def run(self, base: int, seg: bytes) -> None:
+    def run(self, base: int, seg: bytes, lines: int | None = None) -> None:
         """Scan whole lines: typed decoding where it goes through, the reference path for
-        the line that stops it (then the typed path resumes after that line)."""
+        the line that stops it (then the typed path resumes after that line). `lines`:
+        the segment's line count when the caller has it."""
         while seg:
-            stop = self.fast(base, seg)
+            stop = self.fast(base, seg, lines)
+            lines = None
             if stop is None:
                 return
             if stop < 0:  # no single line to blame (blank lines, two values on a line)
-                lines = seg.split(b"\n")
+                parts = seg.split(b"\n")
                 if seg.endswith(b"\n"):
-                    lines.pop()
-                self.slow(base, lines)
+                    parts.pop()
+                self.slow(base, parts)
                 return
             start = 0
             for _ in range(stop):
@@ -652,7 +654,7 @@ class _Scanner:
             base += stop + 1
             seg = seg[end:]
 
-    def fast(self, base: int, chunk: bytes) -> int | None:
+    def fast(self, base: int, chunk: bytes, lines: int | None = None) -> int | None:
         """Scan a chunk of whole lines with typed decoding. None: done. Otherwise the
         (0-based, chunk-relative) line that stops the typed decoder, or -1 when the chunk
         breaks the one-record-per-line shape somewhere."""
@@ -681,7 +683,7 @@ class _Scanner:
             return chunk.count(b"\n", 0, int(m.group(1))) if m else -1
         except RecursionError:
             return -1
-        n = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+        n = lines if lines is not None else chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
         if len(rows) != n:  # blank lines, or two values on one line
             return -1
         if vocab <= _COLUMN_VOCAB and self._columns(base, rows, vocab, chunk):
@@ -979,7 +981,7 @@ def _scan_jsonl(name: str, src: _Source, head: bytes, skip: int, bom: bool, crlf
         for chunk in src.chunks(head, skip):
             size += len(chunk)
             n = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
-            sc.run(base, chunk)
+            sc.run(base, chunk, n)
             base += n
     finally:
         if enabled:

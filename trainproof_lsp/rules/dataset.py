@@ -249,10 +249,13 @@ skipped); shared prompts with different answers are not overlap.
 """
 
 
+OVERLAP_SKIP = "judged on an eval file only (preflight --eval EVAL), against the training files"
+
+
 def check_overlap(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
     train = getattr(ctx, "train", ())
     if not train:
-        raise Skip("no --eval file given (overlap is judged on the eval file)")
+        raise Skip(OVERLAP_SKIP)
     want_exact = {h for h in scan.exact if h}
     want_near = {h for h in scan.near if h}
     exact_at = _first_in_train(train, "exact", want_exact)

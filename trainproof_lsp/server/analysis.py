@@ -52,6 +52,7 @@ class DocResult:
     result_id: str
     elapsed_ms: float = 0.0
     note: str = ""  # why a document of a known kind got no diagnostics
+    mode: str = "full"  # "full", or "incremental: N line(s) re-scanned"
     data: bytes | None = field(default=None, repr=False)  # for the hover's lazy re-read
     _run: Any = field(default=None, repr=False)
 
@@ -141,7 +142,7 @@ class Analyzer:
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="trainproof-judge")
         self.results: dict[str, DocResult] = {}
         self.pending: dict[str, asyncio.Task] = {}
-        self.sessions: dict[str, datasets.IncrementalSession] = {}
+        self.sessions: dict[str, datasets.DatasetSession] = {}
         self.kinds: dict[str, DocKind] = {}
         self._generation = 0
 
@@ -250,6 +251,7 @@ class Analyzer:
         version = doc.version
         config = self._server.tp.configs.for_path(doc.path)
         note = ""
+        mode = "full"
         report: Report | None = None
         data: bytes | None = None
         if kind.kind == "dataset" and datasets.incremental_available():
@@ -270,6 +272,8 @@ class Analyzer:
                     self.sessions.pop(doc.uri, None)
             else:
                 report = session.report()
+                mode = f"incremental: {session.rescanned} line(s) re-scanned"
+                session.rescanned = 0
         elif kind.lint and kind.kind in ("metrics", "dataset", "script", "config"):
             report, data, note = await self._in_thread(doc, config, kind)
         elif kind.kind == "script":
@@ -285,7 +289,7 @@ class Analyzer:
         self._generation += 1
         return DocResult(uri=doc.uri, version=version, kind=kind, report=report, findings=findings,
                          diagnostics=diagnostics, result_id=f"{version}.{self._generation}",
-                         elapsed_ms=(time.perf_counter() - started) * 1000, note=note, data=data)
+                         elapsed_ms=(time.perf_counter() - started) * 1000, note=note, data=data, mode=mode)
 
     async def _in_thread(self, doc: LineDocument, config: Config, kind: DocKind):
         loop = asyncio.get_running_loop()

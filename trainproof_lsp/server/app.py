@@ -107,6 +107,11 @@ class ServerState:
         self.baseline: str | None = None  # "Set as baseline", for this session
         self.disk_published: set[str] = set()  # URIs published from disk (doctor, watching)
         self.registered: list[str] = []
+        self.pulled: set[str] = set()  # open documents the client has pulled diagnostics for
+        # Diagnostics a command (compare, env) produced for an open document. They travel
+        # by push only — beside the document's own (pushed or pulled) ones, never in them.
+        self.extras: dict[str, list[lsp.Diagnostic]] = {}
+        self.pushed: set[str] = set()  # open documents with pushed diagnostics
         self._settings_ready: asyncio.Event | None = None
         self._initial_settings: dict[str, Any] = {}
         self._docs_href_base: str | None = None
@@ -144,7 +149,7 @@ class ServerState:
 
     # --- text of lines, for column units --------------------------------------------------
 
-    def line_text(self, path: str, line: int) -> str:
+    def line_text(self, path: str, line: int) -> str | None:
         doc = self.paths.get(path)
         return doc.line_for_columns(line) if doc is not None else self._disk_lines(path, line)
 
@@ -171,15 +176,28 @@ class ServerState:
         self.server.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
 
+    def publish_extras(self, uri: str, diagnostics: list[lsp.Diagnostic]) -> None:
+        """A command's diagnostics for an open document."""
+        self.extras[uri] = diagnostics
+        result = self.analyzer.results.get(uri)
+        if uri in self.pulled or result is None:
+            self.publish(uri, diagnostics)
+        else:
+            self.publish(uri, result.diagnostics + diagnostics, result.version)
+
     def publish_result(self, result: DocResult, previous: DocResult | None) -> None:
-        if self.features.pull:
-            # Pull clients ask for open documents themselves (pushing too would show every
+        if result.uri in self.pulled:
+            # The client pulls this document's diagnostics (pushing too would show every
             # finding twice). A re-check without an edit (settings, a watched file) is
             # announced when the client can hear it.
             if previous is not None and previous.version == result.version and self.features.diagnostic_refresh:
                 self.server.workspace_diagnostic_refresh(None)
         else:
-            self.publish(result.uri, result.diagnostics, result.version)
+            # Every client takes pushed diagnostics. A pull client may never pull a
+            # document it does not display (Neovim pulls only for shown buffers), so it
+            # is pushed until its first pull.
+            self.publish(result.uri, result.diagnostics + self.extras.get(result.uri, []), result.version)
+            self.pushed.add(result.uri)
         if self.features.code_lens and self.features.code_lens_refresh and (
                 previous is None or previous.report is None or result.report is None
                 or previous.report.verdict != result.report.verdict):
@@ -331,6 +349,9 @@ def _register_sync(ls: TrainproofServer) -> None:
         if doc is not None:
             tp.paths.pop(str(doc.path), None)
         tp.analyzer.closed(uri)
+        tp.pulled.discard(uri)
+        tp.pushed.discard(uri)
+        tp.extras.pop(uri, None)
         tp.publish(uri, [])
 
 
@@ -341,7 +362,13 @@ def diagnostics_pull(ls: TrainproofServer) -> None:
                 lsp.DiagnosticOptions(identifier=SECTION, inter_file_dependencies=False,
                                       workspace_diagnostics=False))
     async def pull(ls: TrainproofServer, params: lsp.DocumentDiagnosticParams):
-        result = await tp.analyzer.current(params.text_document.uri)
+        uri = params.text_document.uri
+        if uri in tp.documents and uri not in tp.pulled:
+            tp.pulled.add(uri)
+            if uri in tp.pushed:  # from now on pulled: take back what was pushed
+                tp.pushed.discard(uri)
+                tp.publish(uri, tp.extras.get(uri, []))
+        result = await tp.analyzer.current(uri)
         if result is None:
             return lsp.RelatedFullDocumentDiagnosticReport(items=[], result_id=None)
         if params.previous_result_id == result.result_id:

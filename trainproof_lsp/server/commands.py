@@ -14,7 +14,9 @@ import asyncio
 import json
 import logging
 import math
+import os
 import platform
+import signal
 import sys
 import time
 import uuid
@@ -132,9 +134,11 @@ class Progress:
 
 
 async def run_cli(argv: list[str], progress: Progress, timeout: float) -> CliRun:
+    # Its own process group, so a cancel also stops what it started (env's import probe).
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "trainproof_lsp", *argv,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        start_new_session=os.name == "posix")
     communicate = asyncio.ensure_future(proc.communicate())
     started = time.monotonic()
     try:
@@ -144,13 +148,13 @@ async def run_cli(argv: list[str], progress: Progress, timeout: float) -> CliRun
                 break
             elapsed = time.monotonic() - started
             if progress.cancelled() or elapsed > timeout:
-                proc.kill()
+                _kill(proc)
                 await communicate
                 return CliRun(envelope=None, exit_code=None, stderr="", cancelled=progress.cancelled(),
                               timed_out=not progress.cancelled())
             progress.report(f"{' '.join(argv[:2])} · {elapsed:.0f} s")
     except asyncio.CancelledError:  # the request itself was cancelled
-        proc.kill()
+        _kill(proc)
         raise
     out, err = communicate.result()
     envelope = None
@@ -162,15 +166,27 @@ async def run_cli(argv: list[str], progress: Progress, timeout: float) -> CliRun
                   stderr=err.decode("utf-8", "replace").strip())
 
 
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:  # pragma: no cover - Windows
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _unavailable(run: CliRun, command: str) -> bool:
     return run.envelope is None and run.exit_code == 2 and "invalid choice" in run.stderr and command in run.stderr
 
 
 # --- results as diagnostics and a message ------------------------------------------------
 
-def publish_reports(ls, reports: list[Report]) -> dict[str, int]:
-    """Diagnostics for every file the reports cite that is not open in the editor (an open
-    document keeps its own, judged from its buffer). Returns findings per file."""
+def publish_reports(ls, reports: list[Report], *, beside_open: bool = False) -> dict[str, int]:
+    """Diagnostics for every file the reports cite. An open document keeps its own,
+    judged from its buffer: a doctor's findings for it are left out (the same engine
+    said the same), a comparison's or environment check's are shown beside them
+    (`beside_open`). Returns findings per file."""
     tp = ls.tp
     counts: dict[str, int] = {}
     for path, findings in by_path(reports).items():
@@ -178,8 +194,14 @@ def publish_reports(ls, reports: list[Report]) -> dict[str, int]:
             continue
         uri = path_to_uri(path)
         counts[path] = len(findings)
-        if uri in tp.documents or path in tp.paths or not Path(path).is_file():
-            continue  # open: judged from its buffer; a folder: no document to show it on
+        doc = tp.paths.get(path)
+        if doc is not None:
+            if beside_open:
+                tp.publish_extras(doc.uri, capped(findings, path, tp.line_text, tp.presentation,
+                                                  tp.settings.max_diagnostics_per_file))
+            continue
+        if not Path(path).is_file():
+            continue  # a folder: no document to show it on
         tp.publish(uri, capped(findings, path, tp.line_text, tp.presentation, tp.settings.max_diagnostics_per_file))
         if findings:
             tp.disk_published.add(uri)
@@ -203,7 +225,7 @@ def summary(envelope: dict[str, Any], what: str) -> str:
 
 
 async def _cli_command(ls, *, what: str, argv: list[str], title: str, timeout: float,
-                       subcommand: str) -> dict[str, Any]:
+                       subcommand: str, beside_open: bool = False) -> dict[str, Any]:
     tp = ls.tp
     async with Progress(ls, title) as progress:
         run = await run_cli(argv, progress, timeout)
@@ -222,7 +244,7 @@ async def _cli_command(ls, *, what: str, argv: list[str], title: str, timeout: f
         tp.warn(text)
         return {"status": "error", "message": text}
     reports = reports_from_json(run.envelope)
-    files = publish_reports(ls, reports)
+    files = publish_reports(ls, reports, beside_open=beside_open)
     text = summary(run.envelope, what)
     level = lsp.MessageType.Error if run.envelope.get("worst_verdict") == "FAIL" else lsp.MessageType.Info
     tp.message(text, level)
@@ -297,7 +319,8 @@ def register(ls) -> None:
             return {"status": "no-baseline", "message": text}
         return await _cli_command(ls, what=f"compare {run.name} with {baseline}",
                                   argv=["compare", str(baseline), str(run), "--json", *_config_args(tp)],
-                                  title="trainproof compare", timeout=600, subcommand="compare")
+                                  title="trainproof compare", timeout=600, subcommand="compare",
+                                  beside_open=True)
 
     @ls.command(SET_BASELINE)
     def set_baseline(ls, *args: Any) -> dict[str, Any]:
@@ -329,7 +352,7 @@ def register(ls) -> None:
         if tp.settings.python:
             argv += ["--python", tp.settings.python]
         return await _cli_command(ls, what=f"env {script.name}", argv=argv, title=f"trainproof env {script.name}",
-                                  timeout=tp.settings.env_timeout_s + 30, subcommand="env")
+                                  timeout=tp.settings.env_timeout_s + 30, subcommand="env", beside_open=True)
 
     @ls.command(SHOW_REPORT)
     async def show_report(ls, *args: Any) -> dict[str, Any]:
@@ -358,13 +381,14 @@ def register(ls) -> None:
             "lsprotocol": _dist_version("lsprotocol"),
             "positionEncoding": tp.presentation.encoding,
             "features": sorted(ls.protocol.fm.features), "commands": sorted(ls.protocol.fm.commands),
-            "diagnostics": "pull" if tp.features.pull else "push",
+            "diagnostics": "pull (push until a document is first pulled)" if tp.features.pull else "push",
             "settings": settings_json(tp.settings),
             "baseline": tp.baseline,
             "documents": {uri: {"version": d.version, "lines": len(d.lines),
                                 "kind": getattr(tp.analyzer.kinds.get(uri), "kind", None),
                                 "last_check_ms": round(tp.analyzer.results[uri].elapsed_ms, 2)
-                                if uri in tp.analyzer.results else None}
+                                if uri in tp.analyzer.results else None,
+                                "last_check": tp.analyzer.results[uri].mode if uri in tp.analyzer.results else None}
                           for uri, d in tp.documents.items()},
             "engine": {"preflight": datasets.available(),
                        "compare": optional_module("compare") is not None,

@@ -38,6 +38,7 @@ UNAVAILABLE = "dataset checks are not available in this version (no trainproof_l
 # re-scanning the whole buffer instead (a rare format scattered through a big file).
 _FIRST_LOOKAHEAD = 2000
 _BOM = "\ufeff"
+_INCREMENTAL_MAX_LINES = 2000  # lines an edit may touch and still be re-scanned line by line
 _HEAD_BYTES = 4096  # how far the reader's head checks (layout, NUL bytes) look, and then some
 
 
@@ -132,6 +133,7 @@ class DatasetSession:
         self.exact_groups = _groups(self.exact, {self.exact[d.first] for d in scan.duplicates})
         self.near_groups = _groups(self.near, {self.near[d.first] for d in scan.near_duplicates})
         self.needs_rescan = False
+        self.rescanned = 0  # lines re-scanned since the last report (for `show server info`)
         self._report: Report | None = None
         self._line_count = line_count
         self._trailing_empty = False
@@ -146,7 +148,11 @@ class DatasetSession:
     def apply(self, edit: LineEdit, lines: list[str]) -> None:
         """Update the facts for `edit`, already applied to `lines`."""
         self._report = None
-        if edit.whole:
+        if self.needs_rescan:
+            return  # stale already: the next check scans the whole buffer
+        if edit.whole or edit.count + len(edit.old) > _INCREMENTAL_MAX_LINES:
+            # A whole-buffer replacement or a big paste: one full scan in a worker beats
+            # thousands of per-line scans on the event loop.
             self.needs_rescan = True
             return
         ds = self._ds
@@ -156,6 +162,7 @@ class DatasetSession:
         old = [self._facts(s + i, text) for i, text in enumerate(edit.old)
                if not (s + i == old_last and text == "")]
         new = [self._facts(s + i, lines[s + i]) for i in range(k)]
+        self.rescanned += len(new)
         counted_new = [f for f in new if not (f.line == new_last and lines[new_last] == "")]
         malformed = ds.MALFORMED
         # counters

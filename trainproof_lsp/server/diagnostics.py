@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Sequence
 
 from lsprotocol import types as lsp
 
-from ..model import Finding, Level, Location, Report, Span
+from ..model import Finding, Level, Report, Span
 from ..positions import client_column
 from .documents import path_to_uri
 

@@ -115,5 +115,9 @@ def register(ls) -> None:
             f.location.span is not None and f.location.span.start_line <= line <= f.location.span.end_line)]
         if not here:
             return None
-        run = result.run(doc.path) if result.kind.kind == "metrics" else None
+        run = None
+        if result.kind.kind == "metrics":  # the log is re-read for the picture: off the loop
+            import asyncio
+
+            run = await asyncio.get_running_loop().run_in_executor(tp.analyzer.executor, result.run, doc.path)
         return to_hover(here, run, tp.features.hover_markdown)

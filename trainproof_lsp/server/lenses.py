@@ -98,7 +98,9 @@ def lenses_for(tp, uri: str) -> list[lsp.CodeLens]:
             _lens("Check the file on disk", "trainproof.checkDataset", str(path)),
         ]
     if kind.kind == "script":
-        out = [_lens("Check environment", "trainproof.checkEnvironment", str(path))]
+        title = "Check environment" if tp.settings.check_environment else \
+            "Check environment (off until trusted: trainproof.checkEnvironment)"
+        out = [_lens(title, "trainproof.checkEnvironment", str(path))]
         for folder in adjacent_run_folders(path):
             out.append(_lens(f"Doctor: {folder.name}/", "trainproof.doctor", str(folder)))
         return out

@@ -14,9 +14,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import logging
+
 import cattrs
 
 SECTION = "trainproof"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,7 +112,9 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
     for key, value in raw.items():
         name = _CAMEL.get(key, key if key in types else None)
         if name is None:
-            problems.append(f"{SECTION}.{key}: unknown setting, ignored")
+            # Clients keep their own settings in the same section (VS Code: interpreter,
+            # importStrategy, trace): not the server's to judge, only to ignore.
+            log.info("setting %s.%s is not the server's; ignored", SECTION, key)
             continue
         try:
             parsed = _strict_structure(value, hints[name])

@@ -1,0 +1,9 @@
+-- Neovim 0.11+: with editors/neovim on 'runtimepath', `vim.lsp.enable('trainproof')` alone
+-- starts the server with these defaults (no keymaps or code-lens refresh; use
+-- require('trainproof').setup() for those).
+return {
+  cmd = { vim.env.VIRTUAL_ENV and (vim.env.VIRTUAL_ENV .. '/bin/python') or 'python3', '-m', 'trainproof_lsp', 'serve' },
+  filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python' },
+  root_markers = { 'pyproject.toml', '.git' },
+  settings = { trainproof = {} },
+}

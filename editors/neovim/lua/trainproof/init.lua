@@ -1,0 +1,234 @@
+-- trainproof-lsp in Neovim: one setup() for Neovim 0.7 to 0.12.
+--
+--   require('trainproof').setup({ python = '/path/to/venv/bin/python' })
+--
+-- Neovim 0.11+: registers the server with vim.lsp.config('trainproof', ...) and
+-- vim.lsp.enable('trainproof'). Neovim 0.7-0.10: starts it from a FileType autocmd
+-- (vim.lsp.start on 0.8+, vim.lsp.start_client + buf_attach_client on 0.7). Either way
+-- each attached buffer gets the keymaps below and code lenses that refresh by themselves.
+-- docs/editors.md and editors/neovim/README.md describe the options.
+local M = {}
+
+M.defaults = {
+  -- The Python that has trainproof-lsp with its lsp extra (pip install 'trainproof-lsp[lsp]').
+  -- nil: $VIRTUAL_ENV's python, else python3.
+  python = nil,
+  -- The whole command, instead of `python -m trainproof_lsp serve`.
+  cmd = nil,
+  filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python' },
+  -- The first folder upwards holding one of these is the workspace root.
+  root_markers = { 'pyproject.toml', '.git' },
+  -- The server's settings (section "trainproof"; names as in docs/editors.md), e.g.
+  -- { maxDiagnosticsPerFile = 200, checkEnvironment = true }.
+  settings = {},
+  -- Buffer-local keymaps on attach; false for none, or a table overriding some of them.
+  keymaps = {
+    codelens_run = '<leader>tl',      -- run the code lens on this line (Run doctor, Compare...)
+    codelens_refresh = '<leader>tr',  -- ask the server for the lenses again
+    hover = 'K',                      -- the finding under the cursor: evidence, limits, rule docs
+    diagnostics = '<leader>td',       -- this buffer's findings in the location list
+  },
+  -- Refresh code lenses on BufEnter, CursorHold and InsertLeave.
+  codelens = true,
+  -- Called as on_attach(client, bufnr) after the keymaps are set.
+  on_attach = nil,
+}
+
+local NAME = 'trainproof'
+local config = vim.deepcopy(M.defaults)
+
+local function has_new_api()
+  return vim.lsp.config ~= nil and vim.lsp.enable ~= nil  -- Neovim 0.11+
+end
+
+local function python()
+  if config.python then
+    return config.python
+  end
+  local venv = vim.env.VIRTUAL_ENV
+  if venv and venv ~= '' then
+    return venv .. '/bin/python'
+  end
+  return 'python3'
+end
+
+function M.cmd()
+  return config.cmd or { python(), '-m', 'trainproof_lsp', 'serve' }
+end
+
+-- The folder above `path` that holds a root marker, else the file's own folder.
+function M.root_dir(path)
+  local dir = vim.fn.fnamemodify(path, ':p:h')
+  local uv = vim.uv or vim.loop
+  local current = dir
+  while current and current ~= '' do
+    for _, marker in ipairs(config.root_markers) do
+      if uv.fs_stat(current .. '/' .. marker) then
+        return current
+      end
+    end
+    local parent = vim.fn.fnamemodify(current, ':h')
+    if parent == current then
+      break
+    end
+    current = parent
+  end
+  return dir
+end
+
+-- workspace/executeCommand on this buffer's trainproof server.
+function M.execute(command, arguments, bufnr)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  vim.lsp.buf_request(bufnr, 'workspace/executeCommand', { command = command, arguments = arguments or {} },
+    function(err, result)
+      if err then
+        vim.notify('trainproof: ' .. (err.message or tostring(err)), vim.log.levels.ERROR)
+      elseif type(result) == 'table' and result.message then
+        vim.notify(result.message, vim.log.levels.INFO)
+      end
+    end)
+end
+
+local function buffer_path(bufnr)
+  return vim.api.nvim_buf_get_name(bufnr or 0)
+end
+
+function M.on_attach(client, bufnr)
+  if client.name ~= NAME then
+    return
+  end
+  local keys = config.keymaps
+  if keys then
+    local function map(lhs, rhs, desc)
+      if lhs then
+        vim.keymap.set('n', lhs, rhs, { buffer = bufnr, silent = true, desc = 'trainproof: ' .. desc })
+      end
+    end
+    map(keys.codelens_run, vim.lsp.codelens.run, 'run the code lens on this line')
+    map(keys.codelens_refresh, function() vim.lsp.codelens.refresh({ bufnr = bufnr }) end, 'refresh code lenses')
+    map(keys.hover, vim.lsp.buf.hover, 'hover')
+    map(keys.diagnostics, function() vim.diagnostic.setloclist({ open = true }) end, 'findings in the location list')
+  end
+  if config.codelens and client.server_capabilities.codeLensProvider then
+    local group = vim.api.nvim_create_augroup('trainproof_codelens_' .. bufnr, { clear = true })
+    vim.api.nvim_create_autocmd({ 'BufEnter', 'CursorHold', 'InsertLeave' }, {
+      group = group,
+      buffer = bufnr,
+      callback = function() vim.lsp.codelens.refresh({ bufnr = bufnr }) end,
+    })
+    vim.lsp.codelens.refresh({ bufnr = bufnr })
+  end
+  if config.on_attach then
+    config.on_attach(client, bufnr)
+  end
+end
+
+-- The configuration both paths share (vim.lsp.config / vim.lsp.start / start_client).
+function M.lsp_config()
+  local settings = config.settings or {}
+  local capabilities = nil
+  local defaults = vim.lsp.protocol.make_client_capabilities()
+  if not defaults.textDocument.codeLens then
+    -- Neovim 0.7 shows code lenses (vim.lsp.codelens) but does not announce it, and the
+    -- server offers lenses only to clients that do.
+    defaults.textDocument.codeLens = { dynamicRegistration = false }
+    capabilities = defaults
+  end
+  return {
+    name = NAME,
+    capabilities = capabilities,
+    cmd = M.cmd(),
+    filetypes = config.filetypes,
+    root_markers = config.root_markers,
+    -- initializationOptions and the answer to workspace/configuration("trainproof")
+    init_options = settings,
+    settings = { trainproof = settings },
+    on_attach = M.on_attach,
+  }
+end
+
+-- .jsonl and .tsv have no filetype on older Neovims.
+local function add_filetypes()
+  vim.api.nvim_create_autocmd({ 'BufRead', 'BufNewFile' }, {
+    group = vim.api.nvim_create_augroup('trainproof_filetypes', { clear = true }),
+    pattern = { '*.jsonl', '*.ndjson', '*.tsv' },
+    callback = function(args)
+      local ext = vim.fn.fnamemodify(args.file, ':e')
+      if vim.bo[args.buf].filetype == '' or vim.bo[args.buf].filetype == 'text' then
+        vim.bo[args.buf].filetype = ext == 'tsv' and 'tsv' or 'jsonl'
+      end
+    end,
+  })
+end
+
+-- Neovim 0.7-0.10: one client per root folder, started on FileType.
+local clients = {}
+
+local function start_legacy(bufnr)
+  local path = buffer_path(bufnr)
+  if path == '' or vim.bo[bufnr].buftype ~= '' then
+    return
+  end
+  local root = M.root_dir(path)
+  local cfg = M.lsp_config()
+  cfg.root_dir = root
+  cfg.root_markers = nil
+  cfg.filetypes = nil
+  if vim.lsp.start then                              -- 0.8-0.10: reuses a client by name and root
+    vim.lsp.start(cfg, { bufnr = bufnr })
+    return
+  end
+  local id = clients[root]                           -- 0.7
+  local client = id and vim.lsp.get_client_by_id(id)
+  if not client or client.is_stopped() then
+    cfg.workspace_folders = { { uri = vim.uri_from_fname(root), name = root } }
+    id = vim.lsp.start_client(cfg)
+    clients[root] = id
+  end
+  if id then
+    vim.lsp.buf_attach_client(bufnr, id)
+  end
+end
+
+local function commands()
+  local function path_arg(opts)
+    return opts.args ~= '' and vim.fn.fnamemodify(opts.args, ':p') or nil
+  end
+  vim.api.nvim_create_user_command('TrainproofDoctor', function(opts)
+    M.execute('trainproof.doctor', { path_arg(opts) or M.root_dir(buffer_path()) })
+  end, { nargs = '?', complete = 'file', desc = 'trainproof: run doctor on a folder (default: the workspace root)' })
+  vim.api.nvim_create_user_command('TrainproofCompare', function(opts)
+    M.execute('trainproof.compare', { path_arg(opts) or buffer_path() })
+  end, { nargs = '?', complete = 'file', desc = 'trainproof: compare this run with the baseline' })
+  vim.api.nvim_create_user_command('TrainproofSetBaseline', function(opts)
+    M.execute('trainproof.setBaseline', { path_arg(opts) or buffer_path() })
+  end, { nargs = '?', complete = 'file', desc = 'trainproof: use this run as the baseline' })
+  vim.api.nvim_create_user_command('TrainproofCheckEnvironment', function(opts)
+    M.execute('trainproof.checkEnvironment', { path_arg(opts) or buffer_path() })
+  end, { nargs = '?', complete = 'file', desc = 'trainproof: import the training script\'s modules (checkEnvironment = true)' })
+  vim.api.nvim_create_user_command('TrainproofInfo', function()
+    M.execute('trainproof.showServerInfo', {})
+  end, { desc = 'trainproof: server version, settings and documents' })
+end
+
+function M.setup(opts)
+  config = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts or {})
+  if opts and opts.keymaps == false then
+    config.keymaps = false
+  end
+  add_filetypes()
+  commands()
+  if has_new_api() then
+    vim.lsp.config(NAME, M.lsp_config())
+    vim.lsp.enable(NAME)
+  else
+    vim.api.nvim_create_autocmd('FileType', {
+      group = vim.api.nvim_create_augroup('trainproof_start', { clear = true }),
+      pattern = config.filetypes,
+      callback = function(args) start_legacy(args.buf) end,
+    })
+  end
+  return M
+end
+
+return M

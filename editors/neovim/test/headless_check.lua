@@ -1,0 +1,86 @@
+-- Headless check of editors/neovim's setup (tests/test_neovim_setup.py runs it):
+--
+--   TP_PYTHON=python TP_FILE=run/trainer_state.json TP_OUT=out.tsv \
+--     nvim --headless --clean --cmd 'set rtp^=editors/neovim' -c 'luafile editors/neovim/test/headless_check.lua'
+--
+-- Calls require('trainproof').setup() as a user's init.lua would, opens TP_FILE, waits for
+-- its diagnostics and code lenses, asks for hover at the first finding through the
+-- buffer's keymap, and writes what the editor got:
+--   # nvim X.Y.Z api=<config|start|start_client> ok=<true|false>
+--   diag TAB <1-based line> TAB <code> TAB <severity> TAB <message>
+--   lens TAB <1-based line> TAB <title>
+--   keymap TAB <lhs> TAB <desc>
+--   hover TAB <the hover text, 300 characters>
+--   command TAB TrainproofSetBaseline TAB <the server's message>
+local out_path = os.getenv('TP_OUT') or 'nvim_setup.tsv'
+local file = os.getenv('TP_FILE')
+local timeout = tonumber(os.getenv('TP_TIMEOUT_MS') or '30000')
+local lines = {}
+local function emit(s) table.insert(lines, s) end
+
+vim.g.mapleader = ' '
+local trainproof = require('trainproof')
+trainproof.setup({ python = os.getenv('TP_PYTHON'), settings = { debounceMs = 0 } })
+vim.cmd('edit ' .. vim.fn.fnameescape(file))
+local buf = vim.api.nvim_get_current_buf()
+
+local got_diagnostics = vim.wait(timeout, function() return #vim.diagnostic.get(buf) > 0 end, 50)
+local function lenses() return vim.lsp.codelens.get(buf) or {} end
+local got_lenses = vim.wait(timeout, function()
+  if #lenses() == 0 then vim.lsp.codelens.refresh({ bufnr = buf }) end
+  return #lenses() > 0 and lenses()[1].command ~= nil
+end, 200)
+
+local v = vim.version()
+local api = vim.lsp.config and 'config' or (vim.lsp.start and 'start' or 'start_client')
+emit(string.format('# nvim %d.%d.%d api=%s ok=%s', v.major, v.minor, v.patch, api,
+  tostring(got_diagnostics and got_lenses)))
+for _, d in ipairs(vim.diagnostic.get(buf)) do
+  local code = d.code or (d.user_data and d.user_data.lsp and d.user_data.lsp.code)
+  emit(string.format('diag\t%d\t%s\t%d\t%s', d.lnum + 1, tostring(code), d.severity, (d.message:gsub('[\t\n]', ' '))))
+end
+for _, lens in ipairs(lenses()) do
+  if lens.command then
+    emit(string.format('lens\t%d\t%s', lens.range.start.line + 1, lens.command.title))
+  end
+end
+for _, m in ipairs(vim.api.nvim_buf_get_keymap(buf, 'n')) do
+  if m.desc and m.desc:find('^trainproof') then
+    emit(string.format('keymap\t%s\t%s', m.lhs:gsub(' ', '<Space>'), m.desc))
+  end
+end
+
+-- Hover through the buffer's K mapping: capture what the hover handler would show.
+local first = nil
+for _, d in ipairs(vim.diagnostic.get(buf)) do
+  if tostring(d.code or (d.user_data and d.user_data.lsp and d.user_data.lsp.code)) == 'TP-DIVERGE' then first = d end
+end
+if first then
+  vim.api.nvim_win_set_cursor(0, { first.lnum + 1, first.col })
+  local hovered = nil
+  local original = vim.lsp.util.open_floating_preview
+  vim.lsp.util.open_floating_preview = function(contents, ...)
+    hovered = type(contents) == 'table' and table.concat(contents, ' ') or tostring(contents)
+    return original(contents, ...)
+  end
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('K', true, false, true), 'x', false)
+  vim.wait(10000, function() return hovered ~= nil end, 50)
+  vim.lsp.util.open_floating_preview = original
+  emit('hover\t' .. (hovered and hovered:gsub('%s+', ' '):sub(1, 300) or ''))
+end
+
+-- A user command through workspace/executeCommand: the server answers with a message.
+local notes = {}
+local notify = vim.notify
+vim.notify = function(msg, ...) table.insert(notes, msg); return notify(msg, ...) end
+vim.cmd('TrainproofSetBaseline')
+vim.wait(10000, function() return #notes > 0 end, 50)
+vim.notify = notify
+emit('command\tTrainproofSetBaseline\t' .. (notes[1] or ''):gsub('%s+', ' '))
+
+vim.fn.writefile(lines, out_path)
+for _, client in pairs(vim.lsp.get_clients and vim.lsp.get_clients() or vim.lsp.get_active_clients()) do
+  if vim.fn.has('nvim-0.10') == 1 then client:stop() else client.stop() end
+end
+vim.wait(300)
+vim.cmd((got_diagnostics and got_lenses) and 'qa!' or 'cq!')

@@ -1,0 +1,198 @@
+// End-to-end check of the installed .vsix in a real VS Code (code-server), driven by
+// Debian's headless Chromium through puppeteer-core. run-e2e.sh starts code-server with
+// the extension installed and a workspace holding a dataset with a malformed line 6 and
+// a diverging HF run; this script
+//   1. opens the dataset: an error squiggle on line 6, and a Problems row with the rule id at Ln 6;
+//   2. opens the run's trainer_state.json: the "trainproof: FAIL" code lens, the status
+//      bar's worst verdict, and a TP-DIVERGE Problems row;
+//      then reveals TP-DIVERGE's line from the Problems panel (a squiggle at line 292);
+//   3. runs "trainproof: Show output" from the command palette: the server was started
+//      from the bundled copy;
+// saving a screenshot of each step in the artefacts folder. Waits poll the DOM with a
+// deadline; nothing is assumed to have happened after a fixed sleep.
+//
+//   node e2e.js URL WORKSPACE ARTIFACTS
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const puppeteer = require('puppeteer-core');
+
+const [url, workspace, artifacts] = process.argv.slice(2);
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const DATASET = path.join(workspace, 'data', 'train.jsonl');
+const TRAINER_STATE = path.join(workspace, 'runs', 'lr_hot_diverges', 'trainer_state.json');
+const MALFORMED_LINE = 6;
+const TIMEOUT_MS = Number(process.env.E2E_TIMEOUT_MS || 90000);
+
+const results = { checks: [], screenshots: [], problems: {}, codeLenses: [], statusBar: null, output: [] };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function check(name, ok, detail) {
+  results.checks.push({ name, ok: Boolean(ok), detail });
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${name}${detail ? ` — ${detail}` : ''}`);
+}
+
+async function waitFor(what, fn, timeout = TIMEOUT_MS) {
+  const deadline = Date.now() + timeout;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = undefined; // the page is (re)loading
+    }
+    await sleep(500);
+  }
+  console.log(`  (gave up waiting for ${what} after ${timeout / 1000} s)`);
+  return last;
+}
+
+async function shot(page, name) {
+  const file = path.join(artifacts, name);
+  await page.screenshot({ path: file });
+  results.screenshots.push(file);
+  console.log(`  screenshot: ${file}`);
+}
+
+async function openFile(page, file) {
+  const origin = new URL(url);
+  const payload = encodeURIComponent(JSON.stringify([['openFile', `vscode-remote://${origin.host}${file}`]]));
+  await page.goto(`${url}/?folder=${encodeURIComponent(workspace)}&payload=${payload}`, { waitUntil: 'domcontentloaded' });
+  await page.waitForSelector('.monaco-workbench', { timeout: TIMEOUT_MS });
+  await waitFor(`the editor tab of ${path.basename(file)}`, () => page.$$eval('.tab .label-name',
+    (els, name) => els.some((e) => e.textContent.trim() === name), path.basename(file)));
+}
+
+async function press(page, ...keys) {
+  for (const k of keys) await page.keyboard.down(k);
+  for (const k of [...keys].reverse()) await page.keyboard.up(k);
+}
+
+// A squiggle is on line N when an error decoration starts at the top of that line's row.
+function squiggleOnLine(page, line) {
+  return page.evaluate((n) => {
+    const number = [...document.querySelectorAll('.monaco-editor .line-numbers')].find((e) => e.innerText.trim() === String(n));
+    if (!number) return undefined;
+    const top = number.getBoundingClientRect().top;
+    const onLine = [...document.querySelectorAll('.monaco-editor .squiggly-error')]
+      .filter((e) => Math.abs(e.getBoundingClientRect().top - top) < 3);
+    return onLine.length ? `an error squiggle starts on line ${n} (${onLine.length} decoration(s))` : undefined;
+  }, line);
+}
+
+async function problemRows(page) {
+  return page.$$eval('.markers-panel .monaco-tl-contents', (els) => els.map((e) => e.innerText.replace(/\s+/g, ' ').trim()));
+}
+
+async function showProblems(page) {
+  // The Problems panel, opened through its command (Ctrl+Shift+M toggles it).
+  const visible = await page.$('.markers-panel');
+  if (!visible || !(await visible.isVisible())) {
+    await press(page, 'Control', 'Shift', 'KeyM');
+  }
+  await waitFor('the Problems panel', () => page.$('.markers-panel'));
+}
+
+async function runCommand(page, title) {
+  await press(page, 'F1');
+  await page.waitForSelector('.quick-input-widget input', { visible: true, timeout: 15000 });
+  // F1 opens the palette with ">" already typed.
+  await page.keyboard.type(title);
+  // Enter runs the focused row: wait until that is the command.
+  await waitFor(`"${title}" focused in the command palette`, () => page.$$eval('.quick-input-list .monaco-list-row.focused',
+    (rows, t) => rows.some((r) => r.innerText.includes(t)), title.replace(/^.*?: /, '')), 15000);
+  await page.keyboard.press('Enter');
+}
+
+(async () => {
+  fs.mkdirSync(artifacts, { recursive: true });
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--window-size=1400,900'],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1400, height: 900 });
+    page.on('pageerror', (e) => console.log(`  page error: ${e.message}`));
+
+    // 1. The dataset: a squiggle and a Problems row with the rule id at the malformed line.
+    await openFile(page, DATASET);
+    const squiggle = await waitFor(`a squiggle on line ${MALFORMED_LINE} of train.jsonl`, () => squiggleOnLine(page, MALFORMED_LINE));
+    check(`dataset: squiggle on line ${MALFORMED_LINE} in the editor`, squiggle, squiggle);
+    await showProblems(page);
+    const datasetRows = await waitFor('a TP-PRE-MALFORMED-JSONL problem', async () => {
+      const rows = await problemRows(page);
+      return rows.some((r) => r.includes('TP-PRE-MALFORMED-JSONL')) ? rows : undefined;
+    }) || await problemRows(page);
+    results.problems.dataset = datasetRows;
+    datasetRows.forEach((r) => console.log(`  problem: ${r}`));
+    const malformed = datasetRows.find((r) => r.includes('TP-PRE-MALFORMED-JSONL'));
+    check('dataset: Problems panel shows TP-PRE-MALFORMED-JSONL', malformed, malformed);
+    check(`dataset: the problem is at line ${MALFORMED_LINE}`, malformed && malformed.includes(`[Ln ${MALFORMED_LINE},`), malformed);
+    await shot(page, '01-dataset-squiggle-and-problems.png');
+
+    // 2. The diverging run: the verdict code lens, the status bar, and TP-DIVERGE.
+    await openFile(page, TRAINER_STATE);
+    const lenses = await waitFor('the trainproof code lens', async () => {
+      const texts = await page.$$eval('.contentWidgets .codelens-decoration, .codelens-decoration',
+        (els) => els.map((e) => e.innerText.replace(/\s+/g, ' ').trim()));
+      return texts.some((t) => t.includes('trainproof: FAIL')) ? texts : undefined;
+    }) || [];
+    results.codeLenses = lenses;
+    lenses.forEach((t) => console.log(`  code lens: ${t}`));
+    const verdictLens = lenses.find((t) => t.includes('trainproof: FAIL'));
+    check('trainer_state.json: code lens with the FAIL verdict', verdictLens, verdictLens);
+    check('trainer_state.json: code lens commands (Run doctor, Compare with baseline, Set as baseline)',
+      ['Run doctor', 'Compare with baseline', 'Set as baseline'].every((t) => lenses.some((l) => l.includes(t))));
+    const status = await waitFor('the status bar verdict', () => page.$$eval('.statusbar-item',
+      (els) => els.map((e) => e.innerText.trim()).find((t) => /trainproof: FAIL/.test(t))));
+    results.statusBar = status || null;
+    check('status bar: worst verdict FAIL', status, status);
+    await showProblems(page);
+    const runRows = await waitFor('a TP-DIVERGE problem', async () => {
+      const rows = await problemRows(page);
+      return rows.some((r) => r.includes('TP-DIVERGE')) ? rows : undefined;
+    }) || await problemRows(page);
+    results.problems.trainerState = runRows;
+    runRows.filter((r) => r.includes('TP-')).forEach((r) => console.log(`  problem: ${r}`));
+    check('trainer_state.json: Problems panel shows TP-DIVERGE', runRows.some((r) => r.includes('TP-DIVERGE')));
+    await shot(page, '02-trainer-state-code-lens.png');
+    // Clicking the TP-DIVERGE row reveals its line: the squiggle sits on the log entry of step 120.
+    const divergeRow = await page.evaluateHandle(() => [...document.querySelectorAll('.markers-panel .monaco-list-row')]
+      .find((r) => r.innerText.includes('TP-DIVERGE') && r.innerText.includes('[Ln ')));
+    if (divergeRow.asElement()) {
+      await divergeRow.asElement().click();
+      await press(page, 'Enter');
+    }
+    const revealed = await waitFor('a squiggle on line 292', () => squiggleOnLine(page, 292), 20000);
+    check('trainer_state.json: TP-DIVERGE squiggle at line 292 (the log entry of step 120)', revealed, revealed);
+    await shot(page, '03-trainer-state-diverge-line.png');
+
+    // 3. The output channel: the server runs from the bundled copy.
+    await runCommand(page, 'trainproof: Show output');
+    // The panel's editor wraps long lines: read its visible lines as one text.
+    const output = await waitFor('the server log in the output channel', async () => {
+      // (the editor renders spaces as no-break spaces)
+      const text = await page.$$eval('.part.panel .monaco-editor .view-line',
+        (els) => els.map((e) => e.innerText.replace(/\u00a0/g, ' ')).join(''));
+      return text.includes('server started') ? text : undefined;
+    }, 30000) || '';
+    results.output = output;
+    const started = /starting the server[^\n]*?\]/.exec(output.replace(/\s+/g, ' '));
+    console.log(`  output: ${started ? started[0] : '(no start line)'}`);
+    check('output channel: the server started from the bundled copy', started && started[0].includes('bundled copy'),
+      started ? started[0] : undefined);
+    await shot(page, '04-output-channel.png');
+  } finally {
+    await browser.close();
+    fs.writeFileSync(path.join(artifacts, 'result.json'), JSON.stringify(results, null, 2));
+  }
+  const failed = results.checks.filter((c) => !c.ok);
+  console.log(`${results.checks.length - failed.length} passed, ${failed.length} failed`);
+  process.exit(failed.length ? 1 : 0);
+})().catch((e) => {
+  console.error(e);
+  process.exit(2);
+});

@@ -1,0 +1,44 @@
+// Names shared by the client's modules. Server command ids are the server's own
+// (trainproof_lsp/server/commands.py); the client's palette commands wrap them under
+// other ids, because vscode-languageclient registers every server command itself.
+
+/** Where `make vsix` puts the server and its Python dependencies, under the extension root. */
+export const BUNDLED_LIBS_DIR = ['bundled', 'libs'] as const;
+export const SECTION = 'trainproof';
+export const SERVER_ID = 'trainproof';
+export const SERVER_NAME = 'trainproof';
+export const MIN_PYTHON: readonly [number, number] = [3, 10];
+
+/** Settings the client reads itself; every other `trainproof.*` setting goes to the server. */
+export const CLIENT_ONLY_SETTINGS: readonly string[] = ['interpreter', 'importStrategy', 'trace.server'];
+
+export const SERVER_COMMANDS = {
+    doctor: 'trainproof.doctor',
+    compare: 'trainproof.compare',
+    setBaseline: 'trainproof.setBaseline',
+    checkEnvironment: 'trainproof.checkEnvironment',
+    showServerInfo: 'trainproof.showServerInfo',
+} as const;
+
+export const CLIENT_COMMANDS = {
+    runDoctorOnFolder: 'trainproof.runDoctorOnFolder',
+    compareWithBaseline: 'trainproof.compareWithBaseline',
+    setAsBaseline: 'trainproof.setAsBaseline',
+    checkEnvironmentOfScript: 'trainproof.checkEnvironmentOfScript',
+    restartServer: 'trainproof.restartServer',
+    showOutput: 'trainproof.showOutput',
+    serverInfo: 'trainproof.serverInfo',
+} as const;
+
+/** Files whose changes the server hears about (didChangeWatchedFiles): a run that writes
+ *  them is re-judged while it trains. The verdict stream also feeds the status bar. */
+export const WATCHED_GLOBS: readonly string[] = [
+    '**/events.out.tfevents.*',
+    '**/*.ckpt',
+    '**/trainer_state.json',
+    '**/trainproof-verdict.jsonl',
+];
+export const VERDICT_STREAM_GLOB = '**/trainproof-verdict.jsonl';
+
+/** Documents the server judges: training logs, datasets, training scripts, model configs. */
+export const DOCUMENT_PATTERN = '**/*.{json,jsonl,ndjson,csv,tsv,py}';

@@ -1,0 +1,209 @@
+// The language server process: how it is launched (which Python, which copy of
+// trainproof-lsp) and one LanguageClient at a time, restarted when the interpreter, the
+// import strategy or the workspace's trust changes.
+import * as fs from 'fs';
+import * as path from 'path';
+import { Disposable, LogOutputChannel, Uri, WorkspaceFolder, window, workspace } from 'vscode';
+import {
+    ConfigurationParams, DidChangeConfigurationNotification, ExecuteCommandRequest,
+    LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOptions, State,
+} from 'vscode-languageclient/node';
+import { BUNDLED_LIBS_DIR, DOCUMENT_PATTERN, SECTION, SERVER_ID, SERVER_NAME, WATCHED_GLOBS } from './constants';
+import { traceError, traceInfo, traceLog, traceWarn } from './logging';
+import { Interpreter, checkPythonVersion, resolveInterpreter } from './python';
+import { ImportStrategy, getClientSettings, getServerSettings } from './settings';
+
+export interface ServerLaunch {
+    command: string;
+    args: string[];
+    cwd: string;
+    env: NodeJS.ProcessEnv;
+    /** True when the bundled copy runs (PYTHONPATH points into the extension). */
+    bundled: boolean;
+}
+
+export function bundledLibsPath(extensionRoot: string): string {
+    return path.join(extensionRoot, ...BUNDLED_LIBS_DIR);
+}
+
+/** `python -m trainproof_lsp serve`, with the bundled libraries first on PYTHONPATH when
+ *  they are used. PYTHONPATH (not sys.path inside a launcher) because the server runs its
+ *  own command line in child processes (doctor, compare), and those need it too. */
+export function serverLaunch(interpreter: string[], strategy: ImportStrategy, bundledLibs: string | undefined,
+    cwd: string, baseEnv: NodeJS.ProcessEnv = process.env): ServerLaunch {
+    const env: NodeJS.ProcessEnv = { ...baseEnv, PYTHONUTF8: '1' };
+    const bundled = strategy === 'useBundled' && bundledLibs !== undefined;
+    if (bundled) {
+        env.PYTHONPATH = baseEnv.PYTHONPATH ? `${bundledLibs}${path.delimiter}${baseEnv.PYTHONPATH}` : bundledLibs;
+        // The user's site-packages could shadow a bundled dependency with another version.
+        env.PYTHONNOUSERSITE = '1';
+    }
+    return {
+        command: interpreter[0],
+        args: [...interpreter.slice(1), '-m', 'trainproof_lsp', 'serve'],
+        cwd,
+        env,
+        bundled,
+    };
+}
+
+/** Answers the server's workspace/configuration for our section with the server's keys
+ *  only (it warns about keys it does not know) and the trust overrides. */
+export function configurationAnswer(params: ConfigurationParams, fromNext: unknown[],
+    settingsFor: (scopeUri: string | undefined) => Record<string, unknown>): unknown[] {
+    return params.items.map((item, i) => (item.section === SECTION ? settingsFor(item.scopeUri) : fromNext[i]));
+}
+
+export type ServerState = 'starting' | 'running' | 'stopped' | 'failed';
+
+export interface ServerHost {
+    extensionRoot: string;
+    output: LogOutputChannel;
+    serverSettingNames: string[];
+    onState(state: ServerState, detail?: string): void;
+}
+
+function workspaceRoot(folder: WorkspaceFolder | undefined): string {
+    return folder?.uri.fsPath ?? process.cwd();
+}
+
+/** One LanguageClient at a time. start/restart/stop are serialised. */
+export class ServerController implements Disposable {
+    private client: LanguageClient | undefined;
+    private disposables: Disposable[] = [];
+    private queue: Promise<unknown> = Promise.resolve();
+    private interpreter: Interpreter | undefined;
+
+    constructor(private readonly host: ServerHost) {}
+
+    get current(): LanguageClient | undefined {
+        return this.client;
+    }
+
+    restart(reason: string): Promise<void> {
+        const next = this.queue.then(async () => {
+            await this.stopNow();
+            await this.startNow(reason);
+        });
+        this.queue = next.catch(() => undefined);
+        return next;
+    }
+
+    stop(): Promise<void> {
+        const next = this.queue.then(() => this.stopNow());
+        this.queue = next.catch(() => undefined);
+        return next;
+    }
+
+    /** Tell the running server that its settings changed (it re-reads them). */
+    async settingsChanged(): Promise<void> {
+        if (this.client?.state === State.Running) {
+            await this.client.sendNotification(DidChangeConfigurationNotification.type, { settings: null });
+        }
+    }
+
+    /** workspace/executeCommand on the server, or undefined (with a message) when it is not running. */
+    async execute(command: string, args: unknown[]): Promise<unknown> {
+        if (this.client?.state !== State.Running) {
+            void window.showWarningMessage('trainproof: the language server is not running (see "trainproof: Show output").');
+            return undefined;
+        }
+        return this.client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+    }
+
+    private async startNow(reason: string): Promise<void> {
+        const folder = workspace.workspaceFolders?.[0];
+        const trusted = workspace.isTrusted;
+        const settings = getClientSettings(folder, trusted);
+        this.host.onState('starting');
+        this.interpreter = await resolveInterpreter(settings.interpreter, folder, trusted);
+        const problem = await checkPythonVersion(this.interpreter.command);
+        if (problem) {
+            traceError(problem);
+            this.host.onState('failed', problem);
+            void window.showErrorMessage(`trainproof: ${problem}`, 'Show output').then((choice) => {
+                if (choice) {
+                    this.host.output.show();
+                }
+            });
+            return;
+        }
+        const libs = bundledLibsPath(this.host.extensionRoot);
+        const haveBundle = fs.existsSync(path.join(libs, 'trainproof_lsp'));
+        if (settings.importStrategy === 'useBundled' && !haveBundle) {
+            traceWarn(`no bundled server in ${libs} (a development build?): using the interpreter's own trainproof-lsp`);
+        }
+        const launch = serverLaunch(this.interpreter.command, settings.importStrategy, haveBundle ? libs : undefined,
+            workspaceRoot(folder));
+        traceInfo(`starting the server (${reason}): ${[launch.command, ...launch.args].join(' ')} ` +
+            `[interpreter from ${this.interpreter.source}; ${launch.bundled ? `bundled copy in ${libs}` : 'trainproof-lsp from the environment'}` +
+            `${trusted ? '' : '; untrusted workspace: environment checks off'}]`);
+
+        const serverOptions: ServerOptions = {
+            command: launch.command,
+            args: launch.args,
+            options: { cwd: launch.cwd, env: launch.env },
+        };
+        const names = this.host.serverSettingNames;
+        const settingsFor = (scopeUri: string | undefined) =>
+            getServerSettings(names, scopeUri ? Uri.parse(scopeUri) : folder, workspace.isTrusted);
+        const watchers = WATCHED_GLOBS.map((glob) => workspace.createFileSystemWatcher(glob));
+        this.disposables.push(...watchers);
+        const clientOptions: LanguageClientOptions = {
+            documentSelector: [{ scheme: 'file', pattern: DOCUMENT_PATTERN }],
+            outputChannel: this.host.output,
+            traceOutputChannel: this.host.output,
+            revealOutputChannelOn: RevealOutputChannelOn.Never,
+            initializationOptions: settingsFor(undefined),
+            synchronize: { fileEvents: watchers },
+            middleware: {
+                workspace: {
+                    configuration: async (params, token, next) => {
+                        const fromNext = await next(params, token);
+                        return Array.isArray(fromNext) ? configurationAnswer(params, fromNext, settingsFor) : fromNext;
+                    },
+                },
+            },
+        };
+        const client = new LanguageClient(SERVER_ID, SERVER_NAME, serverOptions, clientOptions);
+        this.client = client;
+        this.disposables.push(client.onDidChangeState((e) => {
+            if (e.newState === State.Running) {
+                this.host.onState('running');
+            } else if (e.newState === State.Stopped) {
+                this.host.onState('stopped');
+            }
+        }));
+        try {
+            await client.start();
+            traceLog('server started');
+        } catch (e) {
+            traceError(`the server did not start: ${e}`);
+            this.host.onState('failed', String(e));
+        }
+    }
+
+    private async stopNow(): Promise<void> {
+        const client = this.client;
+        this.client = undefined;
+        if (client) {
+            try {
+                await client.stop(5000);
+            } catch (e) {
+                traceError(`stopping the server: ${e}`);
+            }
+            try {
+                await client.dispose();
+            } catch {
+                // already disposed
+            }
+        }
+        for (const d of this.disposables.splice(0)) {
+            d.dispose();
+        }
+    }
+
+    dispose(): void {
+        void this.stop();
+    }
+}

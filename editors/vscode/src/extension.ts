@@ -1,0 +1,56 @@
+// Activation only: the parts live in common/ (server.ts, settings.ts, python.ts,
+// logging.ts, status.ts, commands.ts).
+import { ExtensionContext, window, workspace } from 'vscode';
+import { registerCommands } from './common/commands';
+import { SERVER_NAME } from './common/constants';
+import { registerLogger, traceInfo } from './common/logging';
+import { onDidChangePythonInterpreter } from './common/python';
+import { ServerController } from './common/server';
+import { affectsServerSettings, needsRestart, serverSettingNames } from './common/settings';
+import { VerdictStatus } from './common/status';
+
+let controller: ServerController | undefined;
+
+export async function activate(context: ExtensionContext): Promise<void> {
+    const output = window.createOutputChannel(SERVER_NAME, { log: true });
+    context.subscriptions.push(output, registerLogger(output));
+    traceInfo(`trainproof ${context.extension.packageJSON.version} activating (workspace ${workspace.isTrusted ? 'trusted' : 'untrusted'})`);
+
+    const status = new VerdictStatus();
+    const names = serverSettingNames(context.extension.packageJSON);
+    controller = new ServerController({
+        extensionRoot: context.extensionPath,
+        output,
+        serverSettingNames: names,
+        onState: (state, detail) => status.setServerState(state, detail),
+    });
+    const server = controller;
+    context.subscriptions.push(status, server);
+
+    context.subscriptions.push(
+        ...registerCommands({
+            output,
+            execute: (command, args) => server.execute(command, args),
+            restart: (reason) => server.restart(reason),
+            onDoctorResult: (verdict) => status.setDoctorVerdict(verdict),
+        }),
+        workspace.onDidChangeConfiguration(async (e) => {
+            if (needsRestart(e)) {
+                await server.restart('interpreter settings changed');
+            } else if (affectsServerSettings(e, names)) {
+                await server.settingsChanged();
+            }
+        }),
+        workspace.onDidGrantWorkspaceTrust(() => server.restart('workspace trusted')),
+    );
+    const pythonChanged = await onDidChangePythonInterpreter(() => server.restart('Python interpreter changed'));
+    if (pythonChanged) {
+        context.subscriptions.push(pythonChanged);
+    }
+    await server.restart('activation');
+}
+
+export async function deactivate(): Promise<void> {
+    await controller?.stop();
+    controller = undefined;
+}

@@ -1,0 +1,41 @@
+import * as assert from 'assert';
+import * as path from 'path';
+import { bundledLibsPath, configurationAnswer, serverLaunch } from '../../common/server';
+
+describe('server launch', () => {
+    it('runs `python -m trainproof_lsp serve` with the bundled libraries first on PYTHONPATH', () => {
+        const libs = bundledLibsPath('/ext');
+        assert.strictEqual(libs, path.join('/ext', 'bundled', 'libs'));
+        const launch = serverLaunch(['/usr/bin/python3'], 'useBundled', libs, '/ws', { PATH: '/bin', PYTHONPATH: '/mine' });
+        assert.strictEqual(launch.command, '/usr/bin/python3');
+        assert.deepStrictEqual(launch.args, ['-m', 'trainproof_lsp', 'serve']);
+        assert.strictEqual(launch.env.PYTHONPATH, `${libs}${path.delimiter}/mine`);
+        assert.strictEqual(launch.env.PYTHONNOUSERSITE, '1');
+        assert.strictEqual(launch.env.PATH, '/bin');
+        assert.strictEqual(launch.cwd, '/ws');
+        assert.ok(launch.bundled);
+    });
+
+    it('leaves PYTHONPATH alone with importStrategy fromEnvironment, or without a bundle', () => {
+        for (const launch of [serverLaunch(['python3'], 'fromEnvironment', '/ext/bundled/libs', '/ws', { PATH: '/bin' }),
+            serverLaunch(['python3'], 'useBundled', undefined, '/ws', { PATH: '/bin' })]) {
+            assert.strictEqual(launch.env.PYTHONPATH, undefined);
+            assert.ok(!launch.bundled);
+        }
+    });
+
+    it('keeps the interpreter\'s own arguments before -m', () => {
+        const launch = serverLaunch(['conda', 'run', '-n', 'train', 'python'], 'fromEnvironment', undefined, '/ws', {});
+        assert.strictEqual(launch.command, 'conda');
+        assert.deepStrictEqual(launch.args, ['run', '-n', 'train', 'python', '-m', 'trainproof_lsp', 'serve']);
+    });
+
+    it('answers workspace/configuration for trainproof with the server\'s settings only', () => {
+        const params = { items: [{ section: 'editor' }, { section: 'trainproof', scopeUri: 'file:///ws' }] };
+        const fromVscode = [{ tabSize: 4 }, { interpreter: ['x'], debounceMs: 5 }];
+        const seen: (string | undefined)[] = [];
+        const answer = configurationAnswer(params, fromVscode, (scope) => { seen.push(scope); return { debounceMs: 5 }; });
+        assert.deepStrictEqual(answer, [{ tabSize: 4 }, { debounceMs: 5 }]);
+        assert.deepStrictEqual(seen, ['file:///ws']);
+    });
+});

@@ -1,0 +1,122 @@
+// A stand-in for the `vscode` module in unit tests (there is no VS Code host under mocha).
+// Only what the client's modules touch is modelled; tests change `state` and stub the
+// functions with sinon. Anything else resolves to an inert class, so that modules such as
+// vscode-languageclient can be loaded.
+import * as path from 'path';
+
+export class Uri {
+    private constructor(readonly scheme: string, readonly fsPath: string) {}
+    static file(p: string): Uri { return new Uri('file', path.resolve(p)); }
+    static parse(s: string): Uri {
+        const m = /^([a-z-]+):\/\/(.*)$/.exec(s);
+        return m ? new Uri(m[1], m[1] === 'file' ? decodeURIComponent(m[2]) : m[2]) : new Uri('file', s);
+    }
+    get path(): string { return this.fsPath; }
+    toString(): string { return `${this.scheme}://${this.fsPath}`; }
+}
+
+export class EventEmitter<T> {
+    private listeners: ((e: T) => unknown)[] = [];
+    event = (listener: (e: T) => unknown) => {
+        this.listeners.push(listener);
+        return { dispose: () => { this.listeners = this.listeners.filter((l) => l !== listener); } };
+    };
+    fire(e: T): void { this.listeners.forEach((l) => l(e)); }
+    dispose(): void { this.listeners = []; }
+}
+
+export interface MockState {
+    configuration: Record<string, unknown>;
+    isTrusted: boolean;
+    workspaceFolders: { uri: Uri; name: string; index: number }[] | undefined;
+    extensions: Record<string, unknown>;
+    diagnostics: [Uri, unknown[]][];
+    activeFile: Uri | undefined;
+    files: Record<string, string>;
+}
+
+export const state: MockState = {
+    configuration: {}, isTrusted: true, workspaceFolders: undefined, extensions: {}, diagnostics: [],
+    activeFile: undefined, files: {},
+};
+
+export function resetState(): void {
+    Object.assign(state, {
+        configuration: {}, isTrusted: true, workspaceFolders: undefined, extensions: {}, diagnostics: [],
+        activeFile: undefined, files: {},
+    });
+}
+
+const noop = () => ({ dispose() { /* nothing */ } });
+
+export const registeredCommands = new Map<string, (...args: unknown[]) => unknown>();
+
+function statusBarItem() {
+    return { text: '', tooltip: '', command: undefined, backgroundColor: undefined, name: '', show() {}, hide() {}, dispose() {} };
+}
+
+function watcher() {
+    return { onDidCreate: noop, onDidChange: noop, onDidDelete: noop, dispose() {} };
+}
+
+const base = {
+    Uri,
+    EventEmitter,
+    StatusBarAlignment: { Left: 1, Right: 2 },
+    DiagnosticSeverity: { Error: 0, Warning: 1, Information: 2, Hint: 3 },
+    ThemeColor: class { constructor(readonly id: string) {} },
+    Disposable: class { constructor(private readonly fn: () => void) {} dispose() { this.fn(); } static from() { return { dispose() {} }; } },
+    workspace: {
+        getConfiguration: (section: string) => ({
+            get: <T>(key: string, fallback?: T): T => {
+                const full = `${section}.${key}`;
+                return (full in state.configuration ? state.configuration[full] : fallback) as T;
+            },
+        }),
+        get isTrusted() { return state.isTrusted; },
+        get workspaceFolders() { return state.workspaceFolders; },
+        onDidChangeConfiguration: noop,
+        onDidGrantWorkspaceTrust: noop,
+        createFileSystemWatcher: watcher,
+        findFiles: async () => [] as Uri[],
+        fs: { readFile: async (uri: Uri) => Buffer.from(state.files[uri.fsPath] ?? '') },
+    },
+    window: {
+        createOutputChannel: () => ({ appendLine() {}, info() {}, warn() {}, error() {}, debug() {}, show() {}, dispose() {} }),
+        createStatusBarItem: statusBarItem,
+        showWarningMessage: async () => undefined,
+        showErrorMessage: async () => undefined,
+        showInformationMessage: async () => undefined,
+        showWorkspaceFolderPick: async () => undefined,
+        get activeTextEditor() { return state.activeFile ? { document: { uri: state.activeFile } } : undefined; },
+    },
+    languages: {
+        getDiagnostics: () => state.diagnostics,
+        onDidChangeDiagnostics: noop,
+    },
+    extensions: {
+        getExtension: (id: string) => state.extensions[id],
+    },
+    commands: {
+        registerCommand: (id: string, handler: (...args: unknown[]) => unknown) => {
+            registeredCommands.set(id, handler);
+            return { dispose: () => registeredCommands.delete(id) };
+        },
+        executeCommand: async () => undefined,
+    },
+};
+
+/** The module object: known members from `base`, anything else an inert class. */
+export const vscode: typeof base & Record<string, unknown> = new Proxy(base, {
+    get(target, prop: string | symbol) {
+        if (prop in target) {
+            return (target as Record<string | symbol, unknown>)[prop];
+        }
+        if (typeof prop === 'symbol' || prop === 'then' || prop === '__esModule') {
+            return undefined;
+        }
+        const inert = class {};
+        (target as Record<string, unknown>)[prop] = inert;
+        return inert;
+    },
+}) as typeof base & Record<string, unknown>;
