@@ -8,7 +8,7 @@
 # Why by hand: code-server's postinstall downloads prebuilt binaries (node headers,
 # ripgrep) from outside the package registries. Here the native modules are rebuilt
 # against the local Node headers (/usr/include/node) and ripgrep comes from Debian.
-# The sequence is /work/shared/notes/real-clients/code-server-install.sh's.
+# The install sequence follows the project's working notes for code-server 4.100.3.
 set -euo pipefail
 VERSION=4.100.3
 HERE="$(cd "$(dirname "$0")" && pwd)"
