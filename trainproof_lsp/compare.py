@@ -18,7 +18,7 @@ from . import engine
 from .config import Config
 from .model import Artefact, Check, Finding, Level, Location, Number, Outcome, Report, Run, Verdict
 from .rules import NOT_CHECKED, REGISTRY
-from .rules.base import Context, Skip
+from .rules.base import Context
 from .rules.compare import CMP_ERROR_RULE, UNCOMPARABLE_RULE, Uncomparable, align
 
 
@@ -119,25 +119,8 @@ def compare_run(run: Run, baseline: Baseline, config: Config) -> ComparisonRepor
         where = side.location(loss.records[-1] if loss is not None else None)
         return _not_compared(artefact, baseline,
                              _finding(UNCOMPARABLE_RULE.id, UNCOMPARABLE_RULE.level, reason, where), reason)
-    findings: list[Finding] = []
-    checks: list[Check] = []
-    ctx = Context()
-    for rule in comparison_rules():
-        if not config.enabled(rule):
-            checks.append(Check(group=rule.id, ran=False, reason="disabled by configuration"))
-            continue
-        limits = config.limits_for(rule)
-        assert rule.check is not None
-        try:
-            hits = list(rule.check(pair, limits, ctx))  # type: ignore[arg-type]  # a Pair, not a Run
-        except Skip as s:
-            checks.append(Check(group=rule.id, ran=False, reason=str(s)))
-            continue
-        checks.append(Check(group=rule.id, ran=True))
-        findings.extend(Finding(id=rule.id, level=rule.level, message=h.message, evidence=dict(h.evidence),
-                                location=h.location, related=h.related, limits=rule.limits_dict(limits))
-                        for h in hits)
-    findings.sort(key=engine._sort_key)
+    findings, checks = engine.run_rules(comparison_rules(), pair, Context(), config)
+    findings.sort(key=engine.finding_order)
     summary: dict[str, Number] = dict(pair.summary())
     summary["baseline_verdict"] = baseline.report.verdict.value if baseline.report else None
     return ComparisonReport(artefact=artefact, verdict=engine.verdict_of(findings), findings=tuple(findings),

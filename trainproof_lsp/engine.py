@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .config import Config
 from .detect import HEAD_BYTES, RESIDENTS, Detected, detect
@@ -24,7 +24,7 @@ from .readers.metrics import read_metrics_csv, read_metrics_json_array, read_met
 from .readers.mlflow import is_mlflow_run, read_mlflow_run
 from .readers.tensorboard import read_event_files, run_folder
 from .readers.trainer_state import read_trainer_state
-from .rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Skip, metric_rules, rules_for
+from .rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Rule, Skip, metric_rules, rules_for
 from .rules.eventfile import CORRUPT_RULE, TRUNCATED_RULE
 from .tfevents import EventFileScan
 
@@ -50,7 +50,8 @@ def verdict_of(findings: Iterable[Finding]) -> Verdict:
     return Verdict.PASS
 
 
-def _sort_key(f: Finding) -> tuple:
+def finding_order(f: Finding) -> tuple:
+    """The one order of findings in reports: level, path, line, column, id, message."""
     span = f.location.span
     return (_LEVEL_ORDER[f.level], f.location.path, span.start_line if span else -1,
             span.start_char if span else -1, f.id, f.message)
@@ -64,37 +65,49 @@ def _context(run: Run, config: Config) -> Context:
     return Context()
 
 
+def run_rules(rules: Iterable[Rule], subject: Any, ctx: Any, config: Config, *,
+              precheck: Callable[[Rule], str | None] | None = None) -> tuple[list[Finding], list[Check]]:
+    """Every enabled rule over one subject (a Run, a DatasetScan, checkpoint facts, a
+    run/baseline pair): hits become findings, Skip becomes a skipped check with its
+    reason. `precheck` may name a reason to skip a rule before calling it."""
+    findings: list[Finding] = []
+    checks: list[Check] = []
+    for rule in rules:
+        if not config.enabled(rule):
+            checks.append(Check(group=rule.id, ran=False, reason="disabled by configuration"))
+            continue
+        reason = precheck(rule) if precheck is not None else None
+        if reason:
+            checks.append(Check(group=rule.id, ran=False, reason=reason))
+            continue
+        limits = config.limits_for(rule)
+        assert rule.check is not None
+        try:
+            hits = list(rule.check(subject, limits, ctx))
+        except Skip as s:
+            checks.append(Check(group=rule.id, ran=False, reason=str(s)))
+            continue
+        checks.append(Check(group=rule.id, ran=True))
+        used = rule.limits_dict(limits)
+        findings.extend(Finding(id=rule.id, level=rule.level, message=h.message, evidence=dict(h.evidence),
+                                location=h.location, related=h.related, limits=used) for h in hits)
+    return findings, checks
+
+
 def judge_run(run: Run, config: Config, *, kind: str = "metrics",
               extra: Iterable[Finding] = ()) -> Report:
     """All enabled metric rules over one run; `extra` findings (reader damage reports)
     join the rule findings."""
     ctx = _context(run, config)
-    findings: list[Finding] = [f for f in extra if config.enabled(BY_ID[f.id])]
-    checks: list[Check] = []
-    for rule in metric_rules():
-        if not config.enabled(rule):
-            checks.append(Check(group=rule.id, ran=False, reason="disabled by configuration"))
-            continue
+    def missing_series(rule: Rule) -> str | None:
         missing = [name for name in rule.needs if run.get(name) is None]
-        if missing:
-            checks.append(Check(group=rule.id, ran=False,
-                                reason=f"no {' or '.join(missing)} series in the log"))
-            continue
-        limits = config.limits_for(rule)
-        assert rule.check is not None
-        try:
-            hits = list(rule.check(run, limits, ctx))
-        except Skip as s:
-            checks.append(Check(group=rule.id, ran=False, reason=str(s)))
-            continue
-        checks.append(Check(group=rule.id, ran=True))
-        for hit in hits:
-            findings.append(Finding(id=rule.id, level=rule.level, message=hit.message,
-                                    evidence=dict(hit.evidence), location=hit.location,
-                                    related=hit.related, limits=rule.limits_dict(limits)))
+        return f"no {' or '.join(missing)} series in the log" if missing else None
+
+    findings, checks = run_rules(metric_rules(), run, ctx, config, precheck=missing_series)
+    findings[:0] = [f for f in extra if config.enabled(BY_ID[f.id])]
     if run.notes:
         findings.append(_skipped_records(run))
-    findings.sort(key=_sort_key)
+    findings.sort(key=finding_order)
     verdict = verdict_of(findings)
     reason = ""
     if not any(c.ran for c in checks) and verdict is Verdict.PASS:
@@ -427,24 +440,8 @@ def judge_facts(facts: object, *, kind: str, path: str, fmt: str, config: Config
     """Every enabled rule of `kind` over one reader record (CheckpointFacts, ScriptFacts,
     EnvFacts). A report whose worst finding is NOT-CHECKED carries that finding's message
     as its one-line reason."""
-    findings: list[Finding] = []
-    checks: list[Check] = []
-    for rule in rules_for(kind):
-        if not config.enabled(rule):
-            checks.append(Check(group=rule.id, ran=False, reason="disabled by configuration"))
-            continue
-        limits = config.limits_for(rule)
-        assert rule.check is not None
-        try:
-            hits = list(rule.check(facts, limits, Context()))  # type: ignore[arg-type]
-        except Skip as s:
-            checks.append(Check(group=rule.id, ran=False, reason=str(s)))
-            continue
-        checks.append(Check(group=rule.id, ran=True))
-        findings.extend(Finding(id=rule.id, level=rule.level, message=h.message, evidence=dict(h.evidence),
-                                location=h.location, related=h.related, limits=rule.limits_dict(limits))
-                        for h in hits)
-    findings.sort(key=_sort_key)
+    findings, checks = run_rules(rules_for(kind), facts, Context(), config)
+    findings.sort(key=finding_order)
     verdict = verdict_of(findings)
     reason = ""
     if verdict is Verdict.NOT_CHECKED:

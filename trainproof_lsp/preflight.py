@@ -14,52 +14,21 @@ the rules, no imports of heavy packages.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Sequence
 
 from .config import Config
-from .engine import not_checked, verdict_of
-from .model import Artefact, Check, Finding, Level, Outcome, ReadError, Report
+from .engine import finding_order, not_checked, run_rules, verdict_of
+from .model import Artefact, Check, Outcome, ReadError, Report
 from .readers.dataset import DatasetScan, scan_dataset
 from .readers.tokenizer import read_tokenizer_dir
-from .rules.base import Rule, Skip
 from .rules.dataset import DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext
 from .rules.tokenizer import TOKENIZER_RULES, TokenizerContext
-
-_LEVEL_ORDER = {Level.FAIL: 0, Level.NOT_CHECKED: 1, Level.WARN: 2, Level.INFO: 3}
 
 # Token-length checks (TP-PRE-CONTEXT-OVERFLOW in the published tool) need a real
 # tokenizer (transformers); they are not shipped until they can be tested here.
 _LENGTH_GROUP = "token-lengths"
 _LENGTH_REASON = ("token-length checks (--max-len) are not available in this version: they need the "
                   "optional transformers package and are not shipped untested")
-
-
-def _sort_key(f: Finding) -> tuple:
-    span = f.location.span
-    return (_LEVEL_ORDER[f.level], f.location.path, span.start_line if span else -1,
-            span.start_char if span else -1, f.id, f.message)
-
-
-def _run_rules(rules: Iterable[Rule], subject: Any, ctx: Any, config: Config) -> tuple[list[Finding], list[Check]]:
-    findings: list[Finding] = []
-    checks: list[Check] = []
-    for rule in rules:
-        if not config.enabled(rule):
-            checks.append(Check(group=rule.id, ran=False, reason="disabled by configuration"))
-            continue
-        limits = config.limits_for(rule)
-        assert rule.check is not None
-        try:
-            hits = list(rule.check(subject, limits, ctx))
-        except Skip as s:
-            checks.append(Check(group=rule.id, ran=False, reason=str(s)))
-            continue
-        checks.append(Check(group=rule.id, ran=True))
-        lim = rule.limits_dict(limits)
-        findings.extend(Finding(id=rule.id, level=rule.level, message=h.message, evidence=dict(h.evidence),
-                                location=h.location, related=h.related, limits=lim) for h in hits)
-    return findings, checks
-
 
 def dataset_report(scan: DatasetScan, config: Config, *, train: Sequence[DatasetScan] = (),
                    max_len: int | None = None) -> Report:
@@ -69,12 +38,12 @@ def dataset_report(scan: DatasetScan, config: Config, *, train: Sequence[Dataset
         reason = f"{scan.path}: no records ({scan.lines} line(s), {scan.blank_lines} blank)"
         return not_checked(scan.path, "dataset", artefact.format, reason)
     rules = DATASET_RULES if train else tuple(r for r in DATASET_RULES if r is not OVERLAP)
-    findings, checks = _run_rules(rules, scan, DatasetContext(train=tuple(train)), config)
+    findings, checks = run_rules(rules, scan, DatasetContext(train=tuple(train)), config)
     if not train:
         checks.append(Check(group=OVERLAP.id, ran=False, reason=OVERLAP_SKIP))
     if max_len is not None:
         checks.append(Check(group=_LENGTH_GROUP, ran=False, reason=_LENGTH_REASON))
-    findings.sort(key=_sort_key)
+    findings.sort(key=finding_order)
     return Report(artefact=artefact, verdict=verdict_of(findings), findings=tuple(findings), checks=tuple(checks))
 
 
@@ -112,8 +81,8 @@ def judge_tokenizer(folder: Path | str, config: Config, *, conversational: bool 
         return not_checked(name, "tokenizer", "tokenizer", str(e), e)
     except OSError as e:
         return not_checked(name, "tokenizer", "tokenizer", f"{name}: cannot read ({e.strerror or e})")
-    findings, checks = _run_rules(TOKENIZER_RULES, tok, TokenizerContext(conversational=conversational), config)
-    findings.sort(key=_sort_key)
+    findings, checks = run_rules(TOKENIZER_RULES, tok, TokenizerContext(conversational=conversational), config)
+    findings.sort(key=finding_order)
     return Report(artefact=Artefact(path=name, kind="tokenizer", format="hf-tokenizer",
                                     sources=tuple(tok.path(n) for n in tok.present)),
                   verdict=verdict_of(findings), findings=tuple(findings), checks=tuple(checks))
