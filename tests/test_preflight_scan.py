@@ -26,14 +26,19 @@ def _chat(i: int, system: bool = False) -> str:
 
 
 # Faults by 0-based line: (line text, expected problem kind or duplicate marker).
-def _faulty_file(n: int, seed: int = 7) -> tuple[bytes, dict[int, str]]:
+def _faulty_file(n: int, seed: int = 7, block: int = 1, without: frozenset[str] = frozenset()
+                 ) -> tuple[bytes, dict[int, str]]:
+    """Text and chat rows alternating every `block` lines (1: the row loop's layout;
+    hundreds: runs of one format, the column path's)."""
     rng = random.Random(seed)
-    lines = [(_text(i) if i % 2 else _chat(i, system=i % 3 == 0)) for i in range(n)]
+    lines = [(_text(i) if (i // block) % 2 else _chat(i, system=i % 3 == 0)) for i in range(n)]
     faults: dict[int, str] = {}
-    slots = rng.sample(range(10, n), 60)
+    first_text = next(i for i in range(n) if (i // block) % 2)  # copied by the duplicate faults
+    slots = rng.sample(range(max(10, first_text + 3), n), 60)
     kinds = ["malformed", "empty-text", "assistant-first", "no-assistant", "empty-assistant", "system-not-first",
              "unknown-role", "non-string", "last-not-assistant", "duplicate", "near", "missing-keys", "nan",
              "not-object", "extra-keys"]
+    kinds = [k for k in kinds if k not in without]
     for k, line in enumerate(sorted(slots)):
         kind = kinds[k % len(kinds)]
         if kind == "malformed":
@@ -63,9 +68,9 @@ def _faulty_file(n: int, seed: int = 7) -> tuple[bytes, dict[int, str]]:
                                                    {"role": "assistant", "content": "a"},
                                                    {"role": "user", "content": "more?"}]})
         elif kind == "duplicate":
-            lines[line] = lines[1]  # a text row
+            lines[line] = lines[first_text]
         elif kind == "near":
-            lines[line] = json.dumps({"text": json.loads(lines[3])["text"].upper() + " " * (k + 1)})
+            lines[line] = json.dumps({"text": json.loads(lines[first_text + 2])["text"].upper() + " " * (k + 1)})
         elif kind == "missing-keys":
             lines[line] = json.dumps({"prompt": f"no completion {line}"})
         elif kind == "nan":
@@ -109,6 +114,29 @@ def test_fast_path_agrees_with_reference_on_every_fact(big_file, monkeypatch):
     fast = _summary(_scan(data, reference=False))
     ref = _summary(_scan(data, reference=True, monkeypatch=monkeypatch))
     assert fast == ref
+
+
+def test_column_path_sends_only_the_failing_rows_to_the_reference_path(monkeypatch):
+    """Faults inside runs of one format: the run is hashed a column at a time and only
+    the failing rows are re-read, with every fact as the reference path has it."""
+    monkeypatch.setattr(ds, "CHUNK_BYTES", 1 << 16)
+    # Rows with keys of other formats are left out: from the first such key on, chunks go
+    # through the row loop, which covers every format.
+    data, faults = _faulty_file(6000, block=300, without=frozenset({"missing-keys", "extra-keys"}))
+    settled: list[int] = []
+    orig = ds._Scanner._settle
+
+    def spy(self, fmt, base, lo, n, bad, chunk):
+        settled.extend(base + lo + i for i in bad)
+        return orig(self, fmt, base, lo, n, bad, chunk)
+    monkeypatch.setattr(ds._Scanner, "_settle", spy)
+    fast = _summary(ds.scan_dataset("mem.jsonl", data))
+    # Faults the typed decoder lets through (order of roles, whitespace, null or empty
+    # text) are the ones a run's column checks must pick out, and only those.
+    column_kinds = {"assistant-first", "no-assistant", "system-not-first", "last-not-assistant", "empty-text"}
+    assert sorted(settled) == sorted(l for l, k in faults.items() if k in column_kinds)
+    monkeypatch.setattr(ds._Scanner, "_settle", orig)
+    assert fast == _summary(_scan(data, reference=True, monkeypatch=monkeypatch))
 
 
 def test_fast_path_actually_runs(big_file, monkeypatch):
