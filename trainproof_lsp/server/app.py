@@ -210,6 +210,12 @@ class TrainproofServer(LanguageServer):
                          text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental, max_workers=2)
         self.tp = ServerState(self)
 
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        """Serve on stdin/stdout (messages parsed by msgspec: server/stdio.py)."""
+        from .stdio import serve_stdio
+
+        serve_stdio(self, stdin, stdout)
+
 
 def _write_rule_docs() -> str | None:
     """The rule docs as a local file for codeDescription.href: always there, offline, and
