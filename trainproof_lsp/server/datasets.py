@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from array import array
+from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,9 +99,8 @@ def _groups(values: array, hashes: set[int]) -> dict[int, list[int]]:
         for h in hashes:
             groups[h] = _positions(raw, h)
         return groups
-    for line, h in enumerate(values):  # many: one pass
-        if h in hashes:
-            groups.setdefault(h, []).append(line)
+    for line in compress(range(len(values)), map(hashes.__contains__, values)):  # many: one C-level pass
+        groups.setdefault(values[line], []).append(line)
     return groups
 
 
