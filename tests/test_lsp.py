@@ -208,7 +208,7 @@ async def test_hover_on_a_finding_shows_the_rule_its_numbers_and_a_sparkline(ses
 # --- 5. code lenses and commands ------------------------------------------------------------
 
 @pytest.mark.parametrize("session", ['neovim-0.11', 'vscode'], indirect=True)
-async def test_a_log_has_verdict_doctor_compare_and_baseline_lenses(session: Session, diverging_run: Path):
+async def test_a_log_has_verdict_show_run_doctor_compare_and_baseline_lenses(session: Session, diverging_run: Path):
     await session.start()
     if not session.code_lens:
         pytest.skip(f"{session.name} has no code lens")
@@ -216,7 +216,7 @@ async def test_a_log_has_verdict_doctor_compare_and_baseline_lenses(session: Ses
     await session.diagnostics(uri)
     titles = [lens.command.title for lens in await session.lenses(uri)]
     assert titles[0].startswith("trainproof: FAIL")
-    assert titles[1:] == ["Run doctor", "Compare with baseline", "Set as baseline"]
+    assert titles[1:] == ["Show run", "Run doctor", "Compare with baseline", "Set as baseline"]
 
 
 @pytest.mark.parametrize("session", ['neovim-0.11', 'vscode'], indirect=True)

@@ -2,7 +2,8 @@
 datasets too big for the editor to sync) runs the project's own command line in a child
 process: the same code path and JSON contract as CI (CONTRACTS.md §5), real cancellation
 (the child is killed), and a crash or a runaway import in the child cannot take the
-server down. Results come back as diagnostics on the files they cite and one message.
+server down. Results come back as diagnostics on the files they cite and one message;
+"Show run" returns the run report page (`doctor --html`) for the client to show.
 
 Commands another part of the project provides (compare, env) are offered only as what
 they are: when this installation lacks them, the command says so and does nothing else.
@@ -18,6 +19,7 @@ import os
 import platform
 import signal
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -42,8 +44,9 @@ SET_BASELINE = "trainproof.setBaseline"
 CHECK_ENVIRONMENT = "trainproof.checkEnvironment"
 CHECK_DATASET = "trainproof.checkDataset"
 SHOW_REPORT = "trainproof.showReport"
+SHOW_RUN = "trainproof.showRun"
 SHOW_SERVER_INFO = "trainproof.showServerInfo"
-ALL = (DOCTOR, COMPARE, SET_BASELINE, CHECK_ENVIRONMENT, CHECK_DATASET, SHOW_REPORT, SHOW_SERVER_INFO)
+ALL = (DOCTOR, COMPARE, SET_BASELINE, CHECK_ENVIRONMENT, CHECK_DATASET, SHOW_REPORT, SHOW_RUN, SHOW_SERVER_INFO)
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -224,11 +227,9 @@ def summary(envelope: dict[str, Any], what: str) -> str:
         f"; {'; '.join(extra)}" if extra else "")
 
 
-async def _cli_command(ls, *, what: str, argv: list[str], title: str, timeout: float,
-                       subcommand: str, beside_open: bool = False) -> dict[str, Any]:
-    tp = ls.tp
-    async with Progress(ls, title) as progress:
-        run = await run_cli(argv, progress, timeout)
+def _no_result(tp, run: CliRun, *, what: str, timeout: float, subcommand: str) -> dict[str, Any] | None:
+    """The answer (and its message) when the child gave no envelope: cancelled, stopped,
+    without the subcommand, or crashed. None when it gave one."""
     if run.cancelled:
         tp.message(f"trainproof {what}: cancelled")
         return {"status": "cancelled"}
@@ -243,6 +244,18 @@ async def _cli_command(ls, *, what: str, argv: list[str], title: str, timeout: f
         text = f"trainproof {what}: no result ({run.stderr.splitlines()[-1] if run.stderr else f'exit {run.exit_code}'})"
         tp.warn(text)
         return {"status": "error", "message": text}
+    return None
+
+
+async def _cli_command(ls, *, what: str, argv: list[str], title: str, timeout: float,
+                       subcommand: str, beside_open: bool = False) -> dict[str, Any]:
+    tp = ls.tp
+    async with Progress(ls, title) as progress:
+        run = await run_cli(argv, progress, timeout)
+    failed = _no_result(tp, run, what=what, timeout=timeout, subcommand=subcommand)
+    if failed is not None:
+        return failed
+    assert run.envelope is not None
     reports = reports_from_json(run.envelope)
     files = publish_reports(ls, reports, beside_open=beside_open)
     text = summary(run.envelope, what)
@@ -262,6 +275,56 @@ def _config_args(tp) -> list[str]:
     if tp.settings.vocab_size:
         args += ["--vocab-size", str(tp.settings.vocab_size)]
     return args
+
+
+def _baseline(tp) -> Path | None:
+    """The editor's baseline: "Set as baseline" in this session, else the `baseline` setting.
+    (Without either, the command line still finds `baseline` in [tool.trainproof].)"""
+    chosen = tp.baseline or tp.settings.baseline
+    return Path(chosen) if chosen else None
+
+
+def _run_label(path: Path) -> str:
+    """A log as a tab title names it: with its folder, since most logs share a file name
+    (trainer_state.json, metrics.csv)."""
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name or str(path)
+
+
+async def _show_run(ls, path: Path) -> dict[str, Any]:
+    """The run report page (`doctor PATH --html`) for a log: judged from disk, since the run
+    is more than the buffer (config.json for the vocabulary, event files, checkpoints), and
+    compared with the editor's baseline when one is set."""
+    tp = ls.tp
+    label = _run_label(path)
+    what = f"show run {label}"
+    timeout = 600.0
+    baseline = _baseline(tp)
+    with tempfile.TemporaryDirectory(prefix="trainproof-run-") as folder:
+        page = Path(folder) / "run.html"
+        argv = ["doctor", str(path), "--json", "--html", str(page), *_config_args(tp),
+                *(["--baseline", str(baseline)] if baseline is not None else [])]
+        async with Progress(ls, f"trainproof: Show run {label}") as progress:
+            run = await run_cli(argv, progress, timeout)
+        failed = _no_result(tp, run, what=what, timeout=timeout, subcommand="doctor")
+        if failed is not None:
+            return failed
+        assert run.envelope is not None
+        reports = run.envelope.get("reports", [])
+        if all(r.get("verdict") == "NOT-CHECKED" for r in reports):
+            # Nothing was read (a broken or missing log): the page would only repeat the reason.
+            reason = next((r["reason"] for r in reports if r.get("reason")), None) or \
+                run.envelope.get("error") or "nothing was judged"
+            text = f"trainproof {what}: nothing to show — {reason}"
+            tp.warn(text)
+            return {"status": "none", "message": text}
+        try:
+            html = page.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            text = f"trainproof {what}: no page written ({e})"
+            tp.warn(text)
+            return {"status": "error", "message": text}
+    return {"status": "done", "html": html, "title": f"Run: {label}", "path": str(path),
+            "worst_verdict": run.envelope.get("worst_verdict"), "baseline": str(baseline) if baseline else None}
 
 
 def _path_arg(args: tuple[Any, ...], index: int = 0) -> Path | None:
@@ -311,8 +374,7 @@ def register(ls) -> None:
             text = f"trainproof compare: not available in this version ({TOOL_NAME} {__version__})"
             tp.warn(text)
             return {"status": "unavailable", "message": text}
-        baseline = _path_arg(args, 1) or (Path(tp.baseline) if tp.baseline else None) or (
-            Path(tp.settings.baseline) if tp.settings.baseline else None)
+        baseline = _path_arg(args, 1) or _baseline(tp)
         if baseline is None:
             text = "trainproof compare: no baseline — use \"Set as baseline\" on a known-good run's log first"
             tp.warn(text)
@@ -369,6 +431,13 @@ def register(ls) -> None:
         lines += [f"{f.id} ({f.level.value}) {f.message}" for f in r.findings[:10]]
         tp.message("trainproof: " + "\n".join(lines))
         return {"status": "done", "report": report_json(r)}
+
+    @ls.command(SHOW_RUN)
+    async def show_run(ls, *args: Any) -> dict[str, Any]:
+        path = _path_arg(args)
+        if path is None:
+            return bad_args(SHOW_RUN, "a log's path or file: URI")
+        return await _show_run(ls, path)
 
     @ls.command(SHOW_SERVER_INFO)
     def show_server_info(ls, *args: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Code lenses: one line of verdict and the commands that fit the document's kind.
 
-    log      trainproof: FAIL · 4 finding(s) | Run doctor | Compare with baseline | Set as baseline
+    log      trainproof: FAIL · 4 finding(s) | Show run | Run doctor | Compare with baseline | Set as baseline
     script   Check environment | Doctor: <output dir> (one per adjacent run folder)
     dataset  preflight: <verdict> · N finding(s) | Check the file on disk
     config   Doctor: <folder>
@@ -88,6 +88,7 @@ def lenses_for(tp, uri: str) -> list[lsp.CodeLens]:
     if kind.kind == "metrics":
         return [
             _lens(_verdict_title("trainproof", result), "trainproof.showReport", uri),
+            _lens("Show run", "trainproof.showRun", str(path)),
             _lens("Run doctor", "trainproof.doctor", str(run_root(path))),
             _lens("Compare with baseline", "trainproof.compare", str(path)),
             _lens("Set as baseline", "trainproof.setBaseline", str(path)),

@@ -6,7 +6,10 @@
 //   2. opens the run's trainer_state.json: the "trainproof: FAIL" code lens, the status
 //      bar's worst verdict, and a TP-DIVERGE Problems row;
 //      then reveals TP-DIVERGE's line from the Problems panel (a squiggle at line 292);
-//   3. runs "trainproof: Show output" from the command palette: the server was started
+//   3. clicks the run's "Show run" code lens: the run report opens in a webview beside the
+//      log, with its loss chart and TP-DIVERGE; closed, and opened again from the command
+//      palette ("trainproof: Show run" on the active log);
+//   4. runs "trainproof: Show output" from the command palette: the server was started
 //      from the bundled copy;
 // saving a screenshot of each step in the artefacts folder. Waits poll the DOM with a
 // deadline; nothing is assumed to have happened after a fixed sleep.
@@ -24,7 +27,9 @@ const TRAINER_STATE = path.join(workspace, 'runs', 'lr_hot_diverges', 'trainer_s
 const MALFORMED_LINE = 6;
 const TIMEOUT_MS = Number(process.env.E2E_TIMEOUT_MS || 90000);
 
-const results = { checks: [], screenshots: [], problems: {}, codeLenses: [], statusBar: null, output: [] };
+const RUN_TITLE = 'Run: lr_hot_diverges/trainer_state.json';
+
+const results = { checks: [], screenshots: [], problems: {}, codeLenses: [], statusBar: null, runReport: null, output: [] };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function check(name, ok, detail) {
@@ -92,6 +97,27 @@ async function showProblems(page) {
     await press(page, 'Control', 'Shift', 'KeyM');
   }
   await waitFor('the Problems panel', () => page.$('.markers-panel'));
+}
+
+// The run report page: webviews live in nested iframes, so look in every frame for the
+// one that holds the page (its SVG charts).
+async function runReportFrame(page) {
+  for (const frame of page.frames()) {
+    try {
+      const found = await frame.evaluate(() => {
+        const charts = document.querySelectorAll('svg.chart');
+        return charts.length ? { title: document.title, charts: charts.length, text: document.body.innerText } : undefined;
+      });
+      if (found) return found;
+    } catch (e) {
+      // a frame that is navigating away
+    }
+  }
+  return undefined;
+}
+
+async function editorTabs(page) {
+  return page.$$eval('.tab .label-name', (els) => els.map((e) => e.textContent.trim()));
 }
 
 async function runCommand(page, title) {
@@ -170,7 +196,39 @@ async function runCommand(page, title) {
     check('trainer_state.json: TP-DIVERGE squiggle at line 292 (the log entry of step 120)', revealed, revealed);
     await shot(page, '03-trainer-state-diverge-line.png');
 
-    // 3. The output channel: the server runs from the bundled copy.
+    // 3. "Show run": the run report in a webview beside the log, from the code lens (at the
+    //    top of the log: back to line 1 first) and from the command palette.
+    await page.click('.monaco-editor .view-lines');
+    await press(page, 'Control', 'Home');
+    const showRunLens = await waitFor('the Show run code lens', async () => {
+      const handle = await page.evaluateHandle(() => [...document.querySelectorAll('.codelens-decoration a')]
+        .find((a) => a.innerText.trim() === 'Show run'));
+      return handle.asElement() || undefined;
+    });
+    check('trainer_state.json: a "Show run" code lens', showRunLens);
+    if (showRunLens) await showRunLens.click();
+    const report = await waitFor('the run report in a webview', () => runReportFrame(page));
+    results.runReport = report ? { title: report.title, charts: report.charts } : null;
+    check('Show run (code lens): the run report with its charts in a webview', report,
+      report ? `${report.charts} chart(s); page title "${report.title}"` : undefined);
+    check('Show run: the report names TP-DIVERGE', report && report.text.includes('TP-DIVERGE'));
+    const tabs = await editorTabs(page);
+    check(`Show run: a tab "${RUN_TITLE}" beside the log`, tabs.includes(RUN_TITLE) && tabs.includes('trainer_state.json'),
+      tabs.join(' | '));
+    await shot(page, '04-show-run-webview.png');
+    // Closed (middle click on its tab), then opened again from the palette for the active log.
+    const runTab = await page.evaluateHandle((title) => [...document.querySelectorAll('.tab')]
+      .find((t) => t.querySelector('.label-name')?.textContent.trim() === title), RUN_TITLE);
+    if (runTab.asElement()) await runTab.asElement().click({ button: 'middle' });
+    const closed = await waitFor('the run report tab to close', async () =>
+      !(await editorTabs(page)).includes(RUN_TITLE) && !(await runReportFrame(page)), 20000);
+    await runCommand(page, 'trainproof: Show run');
+    const again = closed && await waitFor('the run report again', () => runReportFrame(page));
+    const tabsAgain = await editorTabs(page);
+    check('Show run (command palette): the run report again, in one tab',
+      again && tabsAgain.filter((t) => t === RUN_TITLE).length === 1, tabsAgain.join(' | '));
+
+    // 4. The output channel: the server runs from the bundled copy.
     await runCommand(page, 'trainproof: Show output');
     // The panel's editor wraps long lines: read its visible lines as one text.
     const output = await waitFor('the server log in the output channel', async () => {
@@ -184,7 +242,7 @@ async function runCommand(page, title) {
     console.log(`  output: ${started ? started[0] : '(no start line)'}`);
     check('output channel: the server started from the bundled copy', started && started[0].includes('bundled copy'),
       started ? started[0] : undefined);
-    await shot(page, '04-output-channel.png');
+    await shot(page, '05-output-channel.png');
   } finally {
     await browser.close();
     fs.writeFileSync(path.join(artifacts, 'result.json'), JSON.stringify(results, null, 2));

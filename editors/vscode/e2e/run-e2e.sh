@@ -2,8 +2,9 @@
 # `make e2e`: the .vsix in a real VS Code. Installs code-server 4.100.3 (npm registry) and
 # Debian's chromium if missing, installs editors/vscode/*.vsix into a fresh profile, opens
 # a workspace with a malformed dataset and a diverging HF run, and checks squiggles,
-# Problems rows, the code lens and the status bar (e2e.js). Screenshots, result.json and
-# the code-server log go to test-artifacts/vscode-e2e/ (gitignored).
+# Problems rows, the code lens, the status bar and the "Show run" webview (e2e.js).
+# Screenshots, result.json and the code-server log go to test-artifacts/vscode-e2e/
+# (gitignored).
 #
 # The server runs with /usr/bin/python3 (Debian's, with no pygls installed) so the check
 # proves the bundled copy works without a pip install.

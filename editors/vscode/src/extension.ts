@@ -1,10 +1,11 @@
 // Activation only: the parts live in common/ (server.ts, settings.ts, python.ts,
-// logging.ts, status.ts, commands.ts).
+// logging.ts, status.ts, commands.ts, runPanel.ts).
 import { ExtensionContext, window, workspace } from 'vscode';
 import { registerCommands } from './common/commands';
-import { SERVER_NAME } from './common/constants';
+import { SERVER_COMMANDS, SERVER_NAME } from './common/constants';
 import { registerLogger, traceInfo } from './common/logging';
 import { onDidChangePythonInterpreter } from './common/python';
+import { RunPanels } from './common/runPanel';
 import { ServerController } from './common/server';
 import { affectsServerSettings, needsRestart, serverSettingNames } from './common/settings';
 import { VerdictStatus } from './common/status';
@@ -17,15 +18,17 @@ export async function activate(context: ExtensionContext): Promise<void> {
     traceInfo(`trainproof ${context.extension.packageJSON.version} activating (workspace ${workspace.isTrusted ? 'trusted' : 'untrusted'})`);
 
     const status = new VerdictStatus();
+    const runPanels = new RunPanels();
     const names = serverSettingNames(context.extension.packageJSON);
     controller = new ServerController({
         extensionRoot: context.extensionPath,
         output,
         serverSettingNames: names,
         onState: (state, detail) => status.setServerState(state, detail),
+        presenters: { [SERVER_COMMANDS.showRun]: (args, send) => runPanels.show(args, send) },
     });
     const server = controller;
-    context.subscriptions.push(status, server);
+    context.subscriptions.push(status, runPanels, server);
 
     context.subscriptions.push(
         ...registerCommands({

@@ -1,6 +1,7 @@
 // Names shared by the client's modules. Server command ids are the server's own
 // (trainproof_lsp/server/commands.py); the client's palette commands wrap them under
-// other ids, because vscode-languageclient registers every server command itself.
+// other ids, because vscode-languageclient registers every server command itself. A server
+// command whose answer the client shows keeps its id (PRESENTED_SERVER_COMMANDS).
 
 /** Where `make vsix` puts the server and its Python dependencies, under the extension root. */
 export const BUNDLED_LIBS_DIR = ['bundled', 'libs'] as const;
@@ -17,8 +18,14 @@ export const SERVER_COMMANDS = {
     compare: 'trainproof.compare',
     setBaseline: 'trainproof.setBaseline',
     checkEnvironment: 'trainproof.checkEnvironment',
+    showRun: 'trainproof.showRun',
     showServerInfo: 'trainproof.showServerInfo',
 } as const;
+
+/** Server commands whose answer the client shows itself, under the server's own id: code
+ *  lenses name them, vscode-languageclient registers them, and the client's middleware
+ *  takes their result (Show run: the page in a webview). Contributed to the palette too. */
+export const PRESENTED_SERVER_COMMANDS: readonly string[] = [SERVER_COMMANDS.showRun];
 
 export const CLIENT_COMMANDS = {
     runDoctorOnFolder: 'trainproof.runDoctorOnFolder',

@@ -56,11 +56,28 @@ export function configurationAnswer(params: ConfigurationParams, fromNext: unkno
 
 export type ServerState = 'starting' | 'running' | 'stopped' | 'failed';
 
+/** Shows a server command's answer: called with the command's arguments and `send`, which
+ *  runs the command on the server; its result is the command's result. */
+export type Presenter = (args: unknown[], send: (args: unknown[]) => Promise<unknown>) => Promise<unknown>;
+
 export interface ServerHost {
     extensionRoot: string;
     output: LogOutputChannel;
     serverSettingNames: string[];
     onState(state: ServerState, detail?: string): void;
+    /** Server commands the client presents (PRESENTED_SERVER_COMMANDS), by id. */
+    presenters?: Readonly<Record<string, Presenter>>;
+}
+
+type ExecuteCommand = (command: string, args: unknown[]) => unknown;
+
+/** The executeCommand middleware: a command with a presenter goes through it (whether a code
+ *  lens or the palette ran it), every other command straight to the server. */
+export function executeCommandMiddleware(presenters: Readonly<Record<string, Presenter>>) {
+    return (command: string, args: unknown[], next: ExecuteCommand): unknown => {
+        const present = presenters[command];
+        return present ? present(args, async (sent) => next(command, sent)) : next(command, args);
+    };
 }
 
 function workspaceRoot(folder: WorkspaceFolder | undefined): string {
@@ -157,6 +174,7 @@ export class ServerController implements Disposable {
             initializationOptions: settingsFor(undefined),
             synchronize: { fileEvents: watchers },
             middleware: {
+                executeCommand: executeCommandMiddleware(this.host.presenters ?? {}),
                 workspace: {
                     configuration: async (params, token, next) => {
                         const fromNext = await next(params, token);

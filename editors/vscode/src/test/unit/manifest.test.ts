@@ -1,12 +1,15 @@
 // package.json against the server: every server setting is contributed with the server's
 // default, type and bounds (trainproof_lsp/server/settings.py is the definition), the
 // client's command ids never collide with the server's (vscode-languageclient registers
-// those itself), and the manifest declares what the extension relies on.
+// those itself), the server commands the client presents are the server's, and the
+// manifest declares what the extension relies on.
 import * as assert from 'assert';
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
-import { CLIENT_COMMANDS, CLIENT_ONLY_SETTINGS, SERVER_COMMANDS, WATCHED_GLOBS } from '../../common/constants';
+import {
+    CLIENT_COMMANDS, CLIENT_ONLY_SETTINGS, PRESENTED_SERVER_COMMANDS, SERVER_COMMANDS, WATCHED_GLOBS,
+} from '../../common/constants';
 import { UNTRUSTED_OVERRIDES } from '../../common/settings';
 
 const ROOT = path.join(__dirname, '..', '..', '..');
@@ -107,6 +110,9 @@ describe('package.json against the server', function () {
         for (const id of Object.values(CLIENT_COMMANDS) as string[]) {
             assert.ok(!(server.commands as string[]).includes(id), `${id} collides with the server's command`);
         }
+        for (const id of PRESENTED_SERVER_COMMANDS) {
+            assert.ok(server.commands.includes(id), `${id} is presented but is not a server command`);
+        }
     });
 
     it('overrides only real settings in untrusted workspaces', () => {
@@ -117,9 +123,9 @@ describe('package.json against the server', function () {
 });
 
 describe('package.json: the manifest', () => {
-    it('contributes every client command, and menus name only contributed commands', () => {
+    it('contributes every client command and presented server command, and menus name only contributed commands', () => {
         const contributed = packageJSON.contributes.commands.map((c: { command: string }) => c.command).sort();
-        assert.deepStrictEqual(contributed, (Object.values(CLIENT_COMMANDS) as string[]).sort());
+        assert.deepStrictEqual(contributed, [...Object.values(CLIENT_COMMANDS) as string[], ...PRESENTED_SERVER_COMMANDS].sort());
         for (const entries of Object.values(packageJSON.contributes.menus) as { command: string }[][]) {
             for (const entry of entries) {
                 assert.ok(contributed.includes(entry.command), entry.command);

@@ -25,6 +25,27 @@ export class EventEmitter<T> {
     dispose(): void { this.listeners = []; }
 }
 
+/** A webview panel as window.createWebviewPanel makes it; `revealed` records reveal() calls. */
+export class WebviewPanel {
+    readonly webview: { html: string; options: unknown };
+    readonly revealed: [unknown, boolean | undefined][] = [];
+    disposed = false;
+    active = false;
+    private readonly disposeEmitter = new EventEmitter<void>();
+    readonly onDidDispose = this.disposeEmitter.event;
+
+    constructor(readonly viewType: string, public title: string, readonly showOptions: unknown, readonly options: unknown) {
+        this.webview = { html: '', options };
+    }
+    reveal(viewColumn?: unknown, preserveFocus?: boolean): void { this.revealed.push([viewColumn, preserveFocus]); }
+    dispose(): void {
+        if (!this.disposed) {
+            this.disposed = true;
+            this.disposeEmitter.fire();
+        }
+    }
+}
+
 export interface MockState {
     configuration: Record<string, unknown>;
     isTrusted: boolean;
@@ -33,17 +54,18 @@ export interface MockState {
     diagnostics: [Uri, unknown[]][];
     activeFile: Uri | undefined;
     files: Record<string, string>;
+    panels: WebviewPanel[];
 }
 
 export const state: MockState = {
     configuration: {}, isTrusted: true, workspaceFolders: undefined, extensions: {}, diagnostics: [],
-    activeFile: undefined, files: {},
+    activeFile: undefined, files: {}, panels: [],
 };
 
 export function resetState(): void {
     Object.assign(state, {
         configuration: {}, isTrusted: true, workspaceFolders: undefined, extensions: {}, diagnostics: [],
-        activeFile: undefined, files: {},
+        activeFile: undefined, files: {}, panels: [],
     });
 }
 
@@ -63,6 +85,7 @@ const base = {
     Uri,
     EventEmitter,
     StatusBarAlignment: { Left: 1, Right: 2 },
+    ViewColumn: { Active: -1, Beside: -2, One: 1, Two: 2 },
     DiagnosticSeverity: { Error: 0, Warning: 1, Information: 2, Hint: 3 },
     ThemeColor: class { constructor(readonly id: string) {} },
     Disposable: class { constructor(private readonly fn: () => void) {} dispose() { this.fn(); } static from() { return { dispose() {} }; } },
@@ -88,6 +111,11 @@ const base = {
         showErrorMessage: async () => undefined,
         showInformationMessage: async () => undefined,
         showWorkspaceFolderPick: async () => undefined,
+        createWebviewPanel: (viewType: string, title: string, showOptions: unknown, options: unknown) => {
+            const panel = new WebviewPanel(viewType, title, showOptions, options);
+            state.panels.push(panel);
+            return panel;
+        },
         get activeTextEditor() { return state.activeFile ? { document: { uri: state.activeFile } } : undefined; },
     },
     languages: {
