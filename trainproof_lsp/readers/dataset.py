@@ -20,7 +20,7 @@ Speed is the point (DESIGN.md §6), so there are two paths that must agree on ev
 - `scan_lines` / `scan_line`: the reference. One line at a time, generic JSON decoding,
   every check spelled out. Used for any line the fast path is not sure about, for JSON
   arrays, and by the language server for incremental re-checks of changed lines.
-- the chunk path in `scan_dataset`: 512 KiB binary chunks decoded by msgspec in C into
+- the chunk path in `scan_dataset`: 128 KiB binary chunks decoded by msgspec in C into
   typed Structs built for the keys the file uses (roles are a Literal, content a
   non-empty string, unknown keys rejected). A fault stops the decoder, which names the
   line: that line goes through `scan_line` and typed decoding resumes after it. Runs of
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import gc
 import re
+import sys
 from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -52,11 +53,13 @@ from ..model import ReadError, Span
 
 _hash = xxhash.xxh3_64_intdigest
 
-# Bytes per read. Large enough that per-chunk overhead vanishes, small enough that the
-# decoded rows of one chunk stay in cache, memory stays flat, and a broken line (which
-# makes the typed decoder read the lines before it again) costs little: 512 KiB was
-# fastest on the 1M-line benchmark file (1.19 s vs 1.26 s at 1 MiB, 1.37 s at 2 MiB).
-CHUNK_BYTES = 1 << 19
+# Bytes per read and decode. Large enough that per-chunk overhead stays small, small
+# enough that the decoded rows of one chunk stay in cache, memory stays flat, and a broken
+# line (which makes the typed decoder read the lines before it again) costs little. On the
+# benchmark files (benchmarks/bench_preflight.py, bench_lsp.py's 10k-line chat buffer)
+# 128 KiB was best or within noise of it: 2 MiB chunks cost +12% on the 1M-line file and
+# 512 KiB chunks +15% on the 10k-line buffer with its 10 broken rows.
+CHUNK_BYTES = 1 << 17
 # After a broken line, the rest of its chunk is decoded in pieces this big: a dataset with
 # a broken line every few hundred rows then costs ~1.1x one clean pass, not ~2x.
 _PIECE_BYTES = 1 << 15
@@ -1121,8 +1124,11 @@ def _finish(sc: _Scanner, name: str, layout: str, size: int, lines: int, bom: bo
 
 # --- duplicates --------------------------------------------------------------------------
 
-# Below this many lines a dict is faster than importing numpy (the editor's case).
+# Below this many lines a dict is faster than importing numpy; once numpy is imported (the
+# language server loads it at start when installed) it is ~3x faster than the dict from a
+# few thousand lines on (10k lines: 0.7 ms vs 2.3 ms).
 _NUMPY_FROM = 200_000
+_NUMPY_LOADED_FROM = 4_000
 
 
 def find_duplicates(exact: array, near: array) -> tuple[tuple[Duplicate, ...], tuple[Duplicate, ...]]:
@@ -1130,7 +1136,7 @@ def find_duplicates(exact: array, near: array) -> tuple[tuple[Duplicate, ...], t
     near hash as an earlier line, but no exact copy of any earlier line). Index = line;
     hash 0 = no record. Each names the first line it repeats."""
     n = len(exact)
-    if n >= _NUMPY_FROM:
+    if n >= _NUMPY_FROM or (n >= _NUMPY_LOADED_FROM and "numpy" in sys.modules):
         try:
             return _duplicates_numpy(exact, near)
         except ImportError:

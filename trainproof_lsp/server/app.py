@@ -35,9 +35,29 @@ def _get(obj: Any, dotted: str, default: Any = None) -> Any:
     return obj
 
 
+# initializationOptions key for what a client can do that LSP has no capability for:
+#   {"clientFeatures": {"showRunPanel": true}, ...settings}
+# Only clients send it (the VS Code extension: it shows trainproof.showRun's page in its own
+# panel); it is no user setting, so settings parsing never sees it.
+CLIENT_FEATURES_OPTION = "clientFeatures"
+
+
+def _client_option(options: Any, name: str) -> Any:
+    features = options.get(CLIENT_FEATURES_OPTION) if isinstance(options, dict) else None
+    return features.get(name) if isinstance(features, dict) else None
+
+
+def settings_options(options: Any) -> Any:
+    """initializationOptions without the client's own features: the settings."""
+    if isinstance(options, dict) and CLIENT_FEATURES_OPTION in options:
+        return {k: v for k, v in options.items() if k != CLIENT_FEATURES_OPTION}
+    return options
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClientFeatures:
-    """What this client can do, read once from its capabilities."""
+    """What this client can do, read once from its capabilities (and the clientFeatures
+    of its initializationOptions)."""
 
     pull: bool = False
     diagnostic_refresh: bool = False
@@ -50,9 +70,11 @@ class ClientFeatures:
     progress: bool = False
     related_information: bool = False
     code_description: bool = False
+    show_document: bool = False  # window/showDocument (LSP 3.16): opens a URI the server names
+    show_run_panel: bool = False  # shows trainproof.showRun's page itself (clientFeatures)
 
     @classmethod
-    def from_capabilities(cls, caps: lsp.ClientCapabilities) -> "ClientFeatures":
+    def from_capabilities(cls, caps: lsp.ClientCapabilities, options: Any = None) -> "ClientFeatures":
         hover_formats = _get(caps, "text_document.hover.content_format") or []
         return cls(
             pull=_get(caps, "text_document.diagnostic") is not None,
@@ -66,6 +88,8 @@ class ClientFeatures:
             progress=bool(_get(caps, "window.work_done_progress")),
             related_information=bool(_get(caps, "text_document.publish_diagnostics.related_information")),
             code_description=bool(_get(caps, "text_document.publish_diagnostics.code_description_support")),
+            show_document=bool(_get(caps, "window.show_document.support")),
+            show_run_panel=_client_option(options, "showRunPanel") is True,
         )
 
 
@@ -241,6 +265,10 @@ def _load_engine() -> None:
         from .. import config, detect, engine, preflight, render  # noqa: F401
     except Exception:  # a partial installation: the first check will say what is missing
         log.warning("engine modules could not be preloaded", exc_info=True)
+    try:  # optional (the `speed` extra): duplicate search in C on every dataset check
+        import numpy  # noqa: F401
+    except ImportError:
+        pass
 
 
 # --- the factory ---------------------------------------------------------------------------
@@ -253,10 +281,10 @@ def build_server() -> TrainproofServer:
     @server.feature(lsp.INITIALIZE)
     def initialize(ls: TrainproofServer, params: lsp.InitializeParams) -> None:
         tp = ls.tp
-        tp.features = ClientFeatures.from_capabilities(params.capabilities)
         options = params.initialization_options
+        tp.features = ClientFeatures.from_capabilities(params.capabilities, options)
         if options is not None:
-            tp.apply_settings(options, initial=True)
+            tp.apply_settings(settings_options(options), initial=True)
         encoding = ls.protocol.workspace.position_encoding if ls.protocol.workspace else "utf-16"
         tp.presentation = Presentation(encoding=str(encoding or "utf-16"),
                                        related_information=tp.features.related_information,
