@@ -39,7 +39,10 @@ def test_valid_files_pass_with_every_check_run(name):
     assert {"TP-PRE-MALFORMED-JSONL", "TP-PRE-DUPLICATE-TEXT", "TP-PRE-NEAR-DUPLICATE", "TP-PRE-MIXED-FORMATS",
             "TP-PRE-NO-ASSISTANT", "TP-PRE-EMPTY-TEXT"} <= ran
     skipped = {c.group: c.reason for c in r.checks if not c.ran}
-    assert skipped == {"TP-PRE-EVAL-OVERLAP": "judged on an eval file only (preflight --eval EVAL), against the training files"}
+    tokens = "token lengths are counted by preflight --tokenizer DIR --max-len N"
+    assert skipped == {"TP-PRE-EVAL-OVERLAP": "judged on an eval file only (preflight --eval EVAL), against the training files",
+                       "TP-PRE-CONTEXT-OVERFLOW": tokens, "TP-PRE-NO-TRAINABLE-TOKENS": tokens,
+                       "TP-PRE-CHAT-TEMPLATE-ERROR": tokens}
 
 
 def test_formats_are_detected_per_file():
@@ -161,10 +164,11 @@ def test_eval_overlap_is_reported_on_the_eval_line_with_the_train_line():
     assert f.related[0].location.span.start_line == 3
 
 
-def test_max_len_without_transformers_is_listed_as_skipped_not_passed():
+def test_max_len_without_a_tokenizer_is_listed_as_skipped_and_not_checked():
     r = judged("valid_text.jsonl", max_len=512)
     skipped = {c.group: c.reason for c in r.checks if not c.ran}
-    assert "token-lengths" in skipped and "transformers" in skipped["token-lengths"]
+    assert skipped["TP-PRE-CONTEXT-OVERFLOW"] == "--max-len needs --tokenizer DIR to count tokens"
+    assert r.verdict is Verdict.NOT_CHECKED  # asked for and not run: never a pass (tests/test_preflight_tokens.py)
 
 
 def test_config_can_disable_a_rule():

@@ -1,38 +1,106 @@
 """Preflight: datasets (and their tokenizer) judged before a GPU-second is spent.
 
     preflight(paths, config, eval_path=..., tokenizer_dir=..., max_len=...) -> Outcome
-    judge_dataset(path, config, data=...)                                   -> Report
+    judge_dataset(path, config, data=..., tokenizer_dir=..., max_len=...)   -> Report
     judge_tokenizer(folder, config, conversational=...)                      -> Report
 
-No file formats here (readers/dataset.py, readers/tokenizer.py) and no rule logic
-(rules/dataset.py, rules/tokenizer.py): this module runs the rules over the scans and
-keeps coverage honest. `judge_dataset` is also what `doctor` and the language server call
-on a dataset (the server with the editor buffer as `data`), so it stays lean: one scan,
-the rules, no imports of heavy packages.
+No file formats here (readers/dataset.py, readers/tokenizer.py, tokens.py) and no rule
+logic (rules/dataset.py, rules/tokens.py, rules/tokenizer.py): this module runs the rules
+over the scans and keeps coverage honest. `judge_dataset` is also what `doctor` and the
+language server call on a dataset (the server with the editor buffer as `data`), so it
+stays lean: one scan, the rules, no imports of heavy packages. Token lengths are the one
+optional part: counted only with a tokenizer folder and `--max-len`, with transformers
+imported at that moment (tokens.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from .config import Config
 from .engine import finding_order, not_checked, run_rules, verdict_of
-from .model import Artefact, Check, Outcome, ReadError, Report
+from .model import Artefact, Check, Finding, Level, Location, Outcome, ReadError, Report
 from .readers.dataset import DatasetScan, scan_dataset
 from .readers.tokenizer import read_tokenizer_dir
+from .rules import NOT_CHECKED
 from .rules.dataset import DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext
 from .rules.tokenizer import TOKENIZER_RULES, TokenizerContext
+from .rules.tokens import TOKEN_RULES, TokenContext
+from .tokens import TokenizerUnavailable, TokenLengths, count_tokens, load_tokenizer
 
-# Token-length checks (TP-PRE-CONTEXT-OVERFLOW in the published tool) need a real
-# tokenizer (transformers); they are not shipped until they can be tested here.
-_LENGTH_GROUP = "token-lengths"
-_LENGTH_REASON = ("token-length checks (--max-len) are not available in this version: they need the "
-                  "optional transformers package and are not shipped untested")
+
+@dataclass(frozen=True, kw_only=True)
+class NotCounted:
+    """Why the token lengths of a dataset were not counted. `asked`: the user gave
+    --max-len, so a check they asked for did not run — the report says NOT-CHECKED
+    (exit 2 unless something FAILs), never a pass."""
+
+    reason: str
+    asked: bool = False
+
+
+# The reasons the token rules (rules/tokens.py) are listed as skipped.
+NOT_ASKED = NotCounted(reason="token lengths are counted by preflight --tokenizer DIR --max-len N")
+_NO_MAX_LEN = NotCounted(reason="no --max-len N to compare token counts with")
+_NO_TOKENIZER = NotCounted(reason="--max-len needs --tokenizer DIR to count tokens", asked=True)
+
+
+class TokenCounting:
+    """Token counting for one invocation: the tokenizer is loaded once, on first use, and
+    only when both the folder and --max-len are given."""
+
+    def __init__(self, tokenizer_dir: Path | str | None, max_len: int | None, config: Config) -> None:
+        self.tokenizer_dir, self.max_len, self.config = tokenizer_dir, max_len, config
+        self._tok: Any = None
+
+    def lengths(self, scan: DatasetScan, data: bytes | None = None) -> TokenLengths | NotCounted:
+        if self.max_len is None:
+            return _NO_MAX_LEN if self.tokenizer_dir is not None else NOT_ASKED
+        if self.tokenizer_dir is None:
+            return _NO_TOKENIZER
+        if not any(self.config.enabled(r) for r in TOKEN_RULES):
+            return NotCounted(reason="disabled by configuration")
+        if scan.records == 0:
+            return NotCounted(reason="no records to count")  # the report is NOT-CHECKED as a whole anyway
+        if self._tok is None:
+            try:
+                self._tok = load_tokenizer(self.tokenizer_dir)
+            except TokenizerUnavailable as e:
+                self._tok = NotCounted(reason=str(e), asked=True)
+        if isinstance(self._tok, NotCounted):
+            return self._tok
+        try:
+            return count_tokens(scan.path, self._tok, lines=scan.lines, layout=scan.layout, data=data,
+                                tokenizer_name=str(self.tokenizer_dir))
+        except OSError as e:
+            return NotCounted(reason=f"{scan.path}: cannot read ({e.strerror or e})", asked=True)
+        except Exception as e:  # the tokenizer's own code failed: a NOT-CHECKED reason, not a traceback
+            return NotCounted(reason=f"{self.tokenizer_dir}: the tokenizer failed while counting "
+                                     f"({type(e).__name__}: {' '.join(str(e).split())[:200]})", asked=True)
+
+
+def _token_rules(scan: DatasetScan, config: Config, lengths: TokenLengths | NotCounted,
+                 max_len: int | None) -> tuple[list[Finding], list[Check]]:
+    if isinstance(lengths, TokenLengths) and max_len is not None:
+        return run_rules(TOKEN_RULES, lengths, TokenContext(max_len=max_len), config)
+    if isinstance(lengths, TokenLengths):
+        lengths = _NO_MAX_LEN
+    checks = [Check(group=r.id, ran=False, reason=lengths.reason if config.enabled(r) else "disabled by configuration")
+              for r in TOKEN_RULES]
+    findings = []
+    if lengths.asked and any(c.reason == lengths.reason for c in checks):
+        findings.append(Finding(id=NOT_CHECKED.id, level=Level.NOT_CHECKED,
+                                message=f"token lengths not checked: {lengths.reason}", evidence={},
+                                location=Location(path=scan.path)))
+    return findings, checks
+
 
 def dataset_report(scan: DatasetScan, config: Config, *, train: Sequence[DatasetScan] = (),
-                   max_len: int | None = None) -> Report:
-    """The dataset rules over a finished scan."""
+                   lengths: TokenLengths | NotCounted = NOT_ASKED, max_len: int | None = None) -> Report:
+    """The dataset rules over a finished scan, and the token rules over its token
+    lengths (or listed as skipped, with why they were not counted)."""
     artefact = Artefact(path=scan.path, kind="dataset", format=_format_name(scan), sources=(scan.path,))
     if scan.records == 0 and not scan.problems:
         reason = f"{scan.path}: no records ({scan.lines} line(s), {scan.blank_lines} blank)"
@@ -41,8 +109,9 @@ def dataset_report(scan: DatasetScan, config: Config, *, train: Sequence[Dataset
     findings, checks = run_rules(rules, scan, DatasetContext(train=tuple(train)), config)
     if not train:
         checks.append(Check(group=OVERLAP.id, ran=False, reason=OVERLAP_SKIP))
-    if max_len is not None:
-        checks.append(Check(group=_LENGTH_GROUP, ran=False, reason=_LENGTH_REASON))
+    token_findings, token_checks = _token_rules(scan, config, lengths, max_len)
+    findings.extend(token_findings)
+    checks.extend(token_checks)
     findings.sort(key=finding_order)
     return Report(artefact=artefact, verdict=verdict_of(findings), findings=tuple(findings), checks=tuple(checks))
 
@@ -64,13 +133,15 @@ def _scan(path: Path, data: bytes | None = None) -> DatasetScan | Report:
 
 
 def judge_dataset(path: Path | str, config: Config, *, data: bytes | None = None,
-                  max_len: int | None = None) -> Report:
-    """One dataset file (or editor buffer `data`) judged on its own. Train/eval overlap
-    and the tokenizer are judged by `preflight`, each in its own report."""
+                  tokenizer_dir: Path | str | None = None, max_len: int | None = None) -> Report:
+    """One dataset file (or editor buffer `data`) judged on its own, with its token
+    lengths when a tokenizer folder and `max_len` are given. Train/eval overlap and the
+    tokenizer folder itself are judged by `preflight`, each in its own report."""
     scanned = _scan(Path(path), data)
     if isinstance(scanned, Report):
         return scanned
-    return dataset_report(scanned, config, max_len=max_len)
+    lengths = TokenCounting(tokenizer_dir, max_len, config).lengths(scanned, data)
+    return dataset_report(scanned, config, lengths=lengths, max_len=max_len)
 
 
 def judge_tokenizer(folder: Path | str, config: Config, *, conversational: bool | None = None) -> Report:
@@ -94,19 +165,21 @@ def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | 
     tokenizer folder, each in its own report."""
     reports: list[Report] = []
     scans: list[DatasetScan] = []
+    counting = TokenCounting(tokenizer_dir, max_len, config)
     for p in paths:
         scanned = _scan(Path(p))
         if isinstance(scanned, Report):
             reports.append(scanned)
             continue
         scans.append(scanned)
-        reports.append(dataset_report(scanned, config, max_len=max_len))
+        reports.append(dataset_report(scanned, config, lengths=counting.lengths(scanned), max_len=max_len))
     if eval_path is not None:
         scanned = _scan(Path(eval_path))
         if isinstance(scanned, Report):
             reports.append(scanned)
         else:
-            reports.append(dataset_report(scanned, config, train=scans, max_len=max_len))
+            reports.append(dataset_report(scanned, config, train=scans, lengths=counting.lengths(scanned),
+                                          max_len=max_len))
             scans = [*scans, scanned]
     if tokenizer_dir is not None:
         conversational = any(s.conversational for s in scans) if scans else None
@@ -114,4 +187,5 @@ def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | 
     return Outcome(reports=tuple(reports))
 
 
-__all__ = ["preflight", "judge_dataset", "judge_tokenizer", "dataset_report", "scan_dataset"]
+__all__ = ["preflight", "judge_dataset", "judge_tokenizer", "dataset_report", "scan_dataset", "NotCounted",
+           "TokenCounting", "NOT_ASKED"]

@@ -9,17 +9,20 @@ from __future__ import annotations
 from ..model import Level
 from . import compare, dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
 from . import checkpoint, env, script
-from . import dataset, tokenizer
+from . import dataset, tokenizer, tokens
 from .base import Context, Rule, Skip
 
 NOT_CHECKED_DOC = """The artefact could not be judged.
 
 What it flags: a file that could not be read as what it looks like (empty, binary,
 truncated, malformed, or a layout with no loss to judge); the message says why, with
-the line where the reader stopped when there is one.
+the line where the reader stopped when there is one. Also a check you asked for that
+could not run (`--max-len` without the optional transformers package, or with a
+tokenizer folder transformers cannot load): the rest of the file is still judged.
 Why it matters: nothing was checked, so nothing can be said about the run — this is
 never a pass and never a failure (exit code 2).
-What it does not mean: that the run is broken; only that this file told us nothing.
+What it does not mean: that the run is broken; only that this file (or the check named)
+told us nothing.
 """
 
 NOT_CHECKED = Rule(id="TP-NOT-CHECKED", name="not-checked", level=Level.NOT_CHECKED,
@@ -75,7 +78,8 @@ REGISTRY: tuple[Rule, ...] = (
     *checkpoint.RULES,  # explicit tuples in rules/checkpoint.py, rules/script.py, rules/env.py
     *script.RULES,
     *env.RULES,
-    *dataset.DATASET_RULES,  # rules/dataset.py, rules/tokenizer.py
+    *dataset.DATASET_RULES,  # rules/dataset.py, rules/tokens.py, rules/tokenizer.py
+    *tokens.TOKEN_RULES,
     *tokenizer.TOKENIZER_RULES,
     SKIPPED_RECORDS,
     NOT_CHECKED,
