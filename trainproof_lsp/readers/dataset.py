@@ -602,6 +602,22 @@ def _foreign_check(vocab: frozenset[str], fmt: str) -> Any:
     return lambda r: get(r).count(UNSET) != n
 
 
+def _clean_turns(ms: list) -> bool:
+    """No whitespace-only turn and no role-sequence issue in any of these conversations,
+    in C-level passes over all their turns at once. The distinct role sequences are
+    judged once each; when every conversation has the same number of turns they are cut
+    from one flat list by zip, otherwise built row by row."""
+    turns = list(chain.from_iterable(ms))
+    if any(map(str.isspace, map(_get_content, turns))):
+        return False
+    lens = list(map(len, ms))
+    if lens and lens.count(lens[0]) == len(lens) and lens[0]:
+        shapes = set(zip(*[iter(list(map(_get_role, turns)))] * lens[0]))
+    else:
+        shapes = set(map(tuple, map(map, repeat(_get_role), ms)))
+    return not any(map(role_issues, shapes))
+
+
 class _Scanner:
     """The growing key set, counters and hash arrays while one file streams through."""
 
@@ -770,9 +786,7 @@ class _Scanner:
         """A run of chat rows: one C-level pass per check over the run; only when one
         fails are the rows looked at one by one, and only the failing rows go through the
         reference path."""
-        clean = (ts is None or ts.count(UNSET) == len(ms)) and None not in ms \
-            and not any(map(role_issues, set(map(tuple, map(map, repeat(_get_role), ms))))) \
-            and not any(map(str.isspace, chain.from_iterable(map(map, repeat(_get_content), ms))))
+        clean = (ts is None or ts.count(UNSET) == len(ms)) and None not in ms and _clean_turns(ms)
         bad = [] if clean else [
             i for i, m in enumerate(ms)
             if m is None or (ts is not None and ts[i] is not UNSET) or role_issues(tuple(map(_get_role, m)))

@@ -305,5 +305,11 @@ class Analyzer:
         if text is None or doc._lines is not None or len(text) < 1 << 16:
             return
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self.executor, text.split, "\n")
-        future.add_done_callback(lambda f: None if f.cancelled() or f.exception() else doc.adopt_lines(text, f.result()))
+
+        def start() -> None:
+            future = loop.run_in_executor(self.executor, text.split, "\n")
+            future.add_done_callback(
+                lambda f: None if f.cancelled() or f.exception() else doc.adopt_lines(text, f.result()))
+        # Not now: str.split holds the GIL, and the publish that follows this check in the
+        # same task step would wait for it. call_soon runs after that step.
+        loop.call_soon(start)
