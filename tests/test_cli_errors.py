@@ -251,3 +251,18 @@ def test_rules_with_an_unknown_id_exits_2(tmp_path):
     assert result.out == ""
     assert "unknown rule 'NOPE'" in result.err
     assert len(result.err.strip().splitlines()) == 1
+
+
+def test_a_not_checked_file_beside_a_warn_run_exits_2(tmp_path):
+    """CONTRACTS.md §1: exit 0 only when everything was judged. The worst verdict here is
+    WARN (it ranks above NOT-CHECKED), but a file that could not be judged still makes
+    the exit code 2."""
+    run = tmp_path / "overfit"
+    run.mkdir()
+    (run / "trainer_state.json").write_bytes((HF_RUNS / "overfit" / "trainer_state.json").read_bytes())
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": \n')
+    result = cli("doctor", tmp_path, "--json", cwd=tmp_path)
+    verdicts = sorted(r["verdict"] for r in result.json["reports"])
+    assert verdicts == ["NOT-CHECKED", "WARN"]
+    assert result.json["worst_verdict"] == "WARN"
+    assert result.rc == 2

@@ -25,7 +25,9 @@ EXIT_OK, EXIT_FAIL, EXIT_NOT_CHECKED = 0, 1, 2
 def exit_code(outcome: Outcome) -> int:
     if any(r.verdict is Verdict.FAIL for r in outcome.reports):
         return EXIT_FAIL
-    if outcome.worst_verdict is Verdict.NOT_CHECKED or outcome.error:
+    # CONTRACTS.md §1: exit 0 only when everything was judged; a NOT-CHECKED report beside
+    # a WARN one still exits 2 (the worst verdict, WARN, would hide it).
+    if outcome.error or outcome.not_judged or any(r.verdict is Verdict.NOT_CHECKED for r in outcome.reports):
         return EXIT_NOT_CHECKED
     return EXIT_OK
 
