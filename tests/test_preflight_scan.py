@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from array import array
+from operator import methodcaller
 
 import pytest
 
@@ -237,3 +239,14 @@ def test_role_sequences_are_judged_once_per_shape():
     assert ds.role_issues.cache_info().misses == 1
     assert [k for k, _, _ in ds.role_issues(("assistant", "user"))] == ["assistant-first", "last-not-assistant"]
     assert [k for k, _, _ in ds.role_issues(("user", "asistant"))] == ["unknown-role"]
+
+
+def test_newline_counters_agree(monkeypatch):
+    """Lines are counted with numpy when it is loaded, with bytes.count otherwise."""
+    pytest.importorskip("numpy")
+    chunk = b'{"text": "a"}\n\n{"text": "b\\nc"}\r\n' * 50 + b'{"text": "no newline"}'
+    with_numpy = ds._newline_counter(0)
+    monkeypatch.delitem(sys.modules, "numpy")
+    plain = ds._newline_counter(0)
+    assert not isinstance(with_numpy, methodcaller) and isinstance(plain, methodcaller)
+    assert with_numpy(chunk) == plain(chunk) == chunk.count(b"\n") == 150
