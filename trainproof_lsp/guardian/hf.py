@@ -25,8 +25,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
-from ..readers.adjacent import _CLASSIFIER_SUFFIXES
-from ..readers.trainer_state import _KEYS as TRAINER_STATE_KEYS
+from ..readers.adjacent import CLASSIFIER_SUFFIXES
+from ..readers.trainer_state import SERIES_KEYS as TRAINER_STATE_KEYS
 from .core import Guardian, Stop
 from .incremental import Schedule
 
@@ -41,7 +41,7 @@ def model_classes(model: Any) -> tuple[int | None, str | None]:
         return None, None
     name = type(model).__name__
     archs = getattr(config, "architectures", None) or []
-    if name.endswith(_CLASSIFIER_SUFFIXES) or any(str(a).endswith(_CLASSIFIER_SUFFIXES) for a in archs):
+    if name.endswith(CLASSIFIER_SUFFIXES) or any(str(a).endswith(CLASSIFIER_SUFFIXES) for a in archs):
         n, key = getattr(config, "num_labels", None), "num_labels"
     else:
         n, key = getattr(config, "vocab_size", None), "vocab_size"

@@ -11,7 +11,7 @@ _CKPT = re.compile(r"^checkpoint-(\d+)$")
 
 # Architectures whose output is a class label rather than a token: their loss bound is
 # ln(num_labels), not ln(vocab_size).
-_CLASSIFIER_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification",
+CLASSIFIER_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification",
                         "ForImageClassification", "ForAudioClassification",
                         "ForMultipleChoice")
 
@@ -43,7 +43,7 @@ def classes_from_config(config: Path) -> int | None:
     if not isinstance(cfg, dict):
         return None
     archs = cfg.get("architectures") or []
-    if any(isinstance(a, str) and a.endswith(_CLASSIFIER_SUFFIXES) for a in archs):
+    if any(isinstance(a, str) and a.endswith(CLASSIFIER_SUFFIXES) for a in archs):
         labels = cfg.get("num_labels")
         if labels is None and isinstance(cfg.get("id2label"), dict):
             labels = len(cfg["id2label"])

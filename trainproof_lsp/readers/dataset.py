@@ -1221,8 +1221,11 @@ def _groups_sorted(values: array) -> dict[int, list[int]]:
     return groups
 
 
-def _from_groups(exact_groups: Iterable[Sequence[int]], near_groups: Iterable[Sequence[int]],
-                 exact: array) -> tuple[tuple[Duplicate, ...], tuple[Duplicate, ...]]:
+def duplicates_from_groups(exact_groups: Iterable[Sequence[int]], near_groups: Iterable[Sequence[int]],
+                           exact: array) -> tuple[tuple[Duplicate, ...], tuple[Duplicate, ...]]:
+    """Duplicates from groups of lines sharing an exact / a near hash (each group in line
+    order): what `find_duplicates` finds, for callers that keep the groups themselves
+    (the language server updates them edit by edit)."""
     dups = [Duplicate(line=l, first=g[0]) for g in exact_groups for l in g[1:]]
     is_dup = {d.line for d in dups}
     nears: list[Duplicate] = []
@@ -1242,7 +1245,7 @@ def _from_groups(exact_groups: Iterable[Sequence[int]], near_groups: Iterable[Se
 def _duplicates_sorted(exact: array, near: array) -> tuple[tuple[Duplicate, ...], tuple[Duplicate, ...]]:
     eg = [sorted(g) for g in _groups_sorted(exact).values()]
     ng = [sorted(g) for g in _groups_sorted(near).values()]
-    return _from_groups(eg, ng, exact)
+    return duplicates_from_groups(eg, ng, exact)
 
 
 def _groups_numpy(values: array) -> list[list[int]]:
@@ -1285,4 +1288,4 @@ def _groups_numpy(values: array) -> list[list[int]]:
 def _duplicates_numpy(exact: array, near: array) -> tuple[tuple[Duplicate, ...], tuple[Duplicate, ...]]:
     eg = _groups_numpy(exact)
     ng = _groups_numpy(near)
-    return _from_groups(eg, ng, exact)
+    return duplicates_from_groups(eg, ng, exact)

@@ -59,7 +59,7 @@ class _State(msgspec.Struct):
 _FAST = msgspec.json.Decoder(_State)
 
 # (canonical series, trainer_state key)
-_KEYS = ((LOSS, "loss"), (EVAL_LOSS, "eval_loss"), (LR, "learning_rate"),
+SERIES_KEYS = ((LOSS, "loss"), (EVAL_LOSS, "eval_loss"), (LR, "learning_rate"),
          (GRAD_NORM, "grad_norm"), (EPOCH, "epoch"), (THROUGHPUT, "train_samples_per_second"))
 
 _CKPT_NAME = re.compile(r"checkpoint-(\d+)")
@@ -100,7 +100,7 @@ def read_trainer_state(path: str | Path, data: bytes | None = None) -> Run:
             if step is None:
                 notes.append((i, "log entry without an integer step; not used"))
                 continue
-            for series, key in _KEYS:
+            for series, key in SERIES_KEYS:
                 if key in e:
                     v = to_float(e[key])
                     if v is None:
@@ -137,7 +137,7 @@ def _fast_columns(entries: list[_Entry], columns: Columns, notes: list[tuple[int
         has_step = list(map(is_not, steps, repeat(None)))
         notes.extend((i, "log entry without a step; not used") for i, ok in enumerate(has_step) if not ok)
     shared: list[tuple[list[bool] | None, tuple[int, ...], tuple[int, ...]]] = []
-    for series, key in _KEYS:
+    for series, key in SERIES_KEYS:
         values = list(map(attrgetter(key), entries))
         nones = values.count(None)
         if nones == n:

@@ -10,7 +10,7 @@ edit re-scans only the lines it touched with the reader's own per-line reference
     formats    rows per format and each format's first line
     duplicates hash -> lines for hashes seen twice or more; an edit recounts only the
                hashes it removed or added (an aligned byte search over the hash array),
-               and the reader's `_from_groups` turns groups into the same duplicates a
+               and the reader's `duplicates_from_groups` turns groups into the same duplicates a
                full scan finds
 
 and the preflight rules run over the updated scan (`preflight.dataset_report`). Nothing
@@ -59,7 +59,7 @@ def _reader():
 def incremental_available() -> bool:
     reader = _reader()
     return available() and reader is not None and all(
-        hasattr(reader, n) for n in ("scan_dataset", "scan_line", "_from_groups", "DatasetScan"))
+        hasattr(reader, n) for n in ("scan_dataset", "scan_line", "duplicates_from_groups", "DatasetScan"))
 
 
 def judge_disk(path: Path, config: "Config") -> Report | None:
@@ -274,7 +274,7 @@ class DatasetSession:
 
     def scan(self) -> Any:
         ds = self._ds
-        dups, nears = ds._from_groups(list(self.exact_groups.values()), list(self.near_groups.values()),
+        dups, nears = ds.duplicates_from_groups(list(self.exact_groups.values()), list(self.near_groups.values()),
                                       self.exact)
         formats = tuple(sorted(((f, n, self.format_first.get(f, 0)) for f, n in self.format_rows.items() if n > 0),
                                key=lambda t: (-t[1], t[2])))
