@@ -52,6 +52,19 @@ def _first_keys(head: bytes) -> set[str]:
     return keys
 
 
+# `import torch`, `from transformers import Trainer`, `import lightning.pytorch as pl`...
+_FRAMEWORK_IMPORT = re.compile(
+    rb"^[ \t]*(?:from|import)[ \t]+(?:transformers|trl|peft|accelerate|lightning|pytorch_lightning|"
+    rb"torch|keras|tensorflow|axolotl|TTS|deepspeed|unsloth)\b", re.M)
+
+
+def imports_training_framework(head: bytes) -> bool:
+    """A Python file's head imports a training framework: a training script for the
+    editor's lenses (environment check, doctor on its output folder), even when it has no
+    TrainingArguments-family call for the static lint."""
+    return _FRAMEWORK_IMPORT.search(head) is not None
+
+
 def detect(path: Path, head: bytes) -> Detected:
     name = path.name
     lower = name.lower()

@@ -16,15 +16,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-
-# `import torch`, `from transformers import Trainer`, `import lightning.pytorch as pl`...
-_FRAMEWORK_IMPORT = re.compile(
-    rb"^[ \t]*(?:from|import)[ \t]+(?:transformers|trl|peft|accelerate|lightning|pytorch_lightning|"
-    rb"torch|keras|tensorflow|axolotl|TTS|deepspeed|unsloth)\b", re.M)
 MODEL_CONFIGS = frozenset({"config.json", "generation_config.json", "adapter_config.json"})
 TOKENIZER_FILES = frozenset({"tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"})
 
@@ -38,7 +32,7 @@ class DocKind:
 
 
 def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKind:
-    from ..detect import HEAD_BYTES, detect  # the engine's detection, loaded on first use
+    from ..detect import HEAD_BYTES, detect, imports_training_framework  # loaded on first use
 
     head = head[:HEAD_BYTES]
     if path.name in MODEL_CONFIGS or path.name in TOKENIZER_FILES:
@@ -50,7 +44,7 @@ def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKi
         return DocKind("binary", detected.format, detected.reason)
     if path.suffix == ".py":
         configured = any(path.match(e) or str(path).endswith(e.lstrip("./")) for e in entrypoints)
-        if configured or _FRAMEWORK_IMPORT.search(head):
+        if configured or imports_training_framework(head):
             return DocKind("script", "python", detected.reason, lint=False)
     return DocKind("other", detected.format, detected.reason, lint=False)
 
