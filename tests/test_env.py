@@ -167,3 +167,41 @@ def test_missing_resume_checkpoint_fails(tmp_path):
     assert rc == 1
     ckpt = data["reports"][1]
     assert [f["id"] for f in ckpt["findings"]] == ["TP-ENV-CKPT-MISSING"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's prctl")
+def test_probe_dies_with_a_killed_env_command(tmp_path):
+    """The editor stops a cancelled environment check by killing `trainproof-lsp env` (and
+    its process group) with SIGKILL; the probe, in a group of its own, must not live on
+    until its timeout."""
+    import signal
+    import time
+
+    pid_file = tmp_path / "probe.pid"
+    (tmp_path / "slowmod.py").write_text(
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+    (tmp_path / "train.py").write_text("import slowmod\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cli = subprocess.Popen([sys.executable, "-m", "trainproof_lsp", "env", "--entrypoint", "train.py",
+                            "--timeout", "120", "--json"], cwd=tmp_path, env=env, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    probe = int(pid_file.read_text())
+    os.kill(probe, 0)  # the probe is importing slowmod
+    os.killpg(cli.pid, signal.SIGKILL)
+    cli.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(probe, 0)
+        except ProcessLookupError:
+            break
+        # A dead probe whose parent is gone is reaped by init; until then it is a zombie.
+        if Path(f"/proc/{probe}/stat").exists() and Path(f"/proc/{probe}/stat").read_text().split()[2] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(probe, signal.SIGKILL)
+        pytest.fail("the import probe outlived the killed env command")

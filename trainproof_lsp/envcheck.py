@@ -137,11 +137,28 @@ class _Child:
     stderr: deque
 
 
+def _die_with_parent() -> None:
+    """In the probe, before it runs anything (Linux): SIGKILL when the process that started
+    it dies. The editor stops a cancelled `env` with SIGKILL, which leaves no chance to
+    clean up, and the probe has its own process group, so without this a hanging import
+    would outlive the cancel until its own timeout."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: the probe's own timeout still ends it
+        pass
+
+
 def _spawn(python: str, cwd: str | None, job: dict[str, Any]) -> _Child:
     source = CHILD_SOURCE_FILE.read_text(encoding="utf-8")
     kwargs: dict[str, Any] = {}
     if os.name == "posix":
         kwargs["start_new_session"] = True  # its own process group: a hang is killed whole
+    if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread():
+        # (the signal follows the thread that started the child: from a worker thread
+        # it would fire when that thread ends, not when the process does)
+        kwargs["preexec_fn"] = _die_with_parent
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"
