@@ -758,7 +758,10 @@ class _Scanner:
         n = len(rows)
         msgs = list(map(_get_messages, rows)) if "messages" in vocab else None
         texts = list(map(_get_text, rows)) if "text" in vocab else None
-        if msgs is not None and texts is not None:
+        unset = msgs.count(UNSET) if msgs is not None and texts is not None else -1
+        if unset in (0, n):  # the usual chunk: one format throughout
+            runs = [(0, n, unset == 0)]
+        elif unset > 0:
             flags = list(map(is_not, msgs, repeat(UNSET)))  # True: a chat row
             runs = []
             i = 0
@@ -774,11 +777,13 @@ class _Scanner:
                 i = j
         else:
             runs = [(0, n, msgs is not None)]
+        whole = len(runs) == 1
         for lo, hi, chat in runs:
             if chat and msgs is not None:
-                self._chat_run(base, lo, msgs[lo:hi], texts[lo:hi] if texts is not None else None, chunk)
+                self._chat_run(base, lo, msgs if whole else msgs[lo:hi],
+                               None if texts is None else texts if whole else texts[lo:hi], chunk)
             elif not chat and texts is not None:
-                self._text_run(base, lo, texts[lo:hi], chunk)
+                self._text_run(base, lo, texts if whole else texts[lo:hi], chunk)
             else:
                 self._loop(base, rows, lo, hi, vocab, chunk)
         return True
