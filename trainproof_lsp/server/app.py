@@ -9,7 +9,6 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -246,7 +245,7 @@ def _write_rule_docs() -> str | None:
     the same version as the server that cites them."""
     from ..render import rules_markdown
 
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / TOOL_NAME / __version__
+    base = commands.cache_base()
     target = base / "rules.md"
     try:
         text = rules_markdown()

@@ -3,7 +3,9 @@ datasets too big for the editor to sync) runs the project's own command line in 
 process: the same code path and JSON contract as CI (CONTRACTS.md §5), real cancellation
 (the child is killed), and a crash or a runaway import in the child cannot take the
 server down. Results come back as diagnostics on the files they cite and one message;
-"Show run" returns the run report page (`doctor --html`) for the client to show.
+"Show run" answers with the run report page (`doctor --html`), which the client shows in
+its own panel (VS Code), or the server writes it to a file and asks the client to open it
+in a browser (window/showDocument: Neovim 0.11+), or only names the file (the rest).
 
 Commands another part of the project provides (compare, env) are offered only as what
 they are: when this installation lacks them, the command says so and does nothing else.
@@ -12,11 +14,14 @@ they are: when this installation lacks them, the command says so and does nothin
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import json
 import logging
 import math
 import os
 import platform
+import re
 import signal
 import sys
 import tempfile
@@ -24,7 +29,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from lsprotocol import types as lsp
 
@@ -35,6 +40,9 @@ from .diagnostics import by_path, capped
 from .documents import path_to_uri, uri_to_path
 from .kinds import optional_module
 from .settings import settings_json
+
+if TYPE_CHECKING:
+    from .app import ClientFeatures
 
 log = logging.getLogger(__name__)
 
@@ -323,8 +331,96 @@ async def _show_run(ls, path: Path) -> dict[str, Any]:
             text = f"trainproof {what}: no page written ({e})"
             tp.warn(text)
             return {"status": "error", "message": text}
-    return {"status": "done", "html": html, "title": f"Run: {label}", "path": str(path),
-            "worst_verdict": run.envelope.get("worst_verdict"), "baseline": str(baseline) if baseline else None}
+    worst = run.envelope.get("worst_verdict")
+    done = {"status": "done", "html": html, "title": f"Run: {label}", "path": str(path),
+            "worst_verdict": worst, "baseline": str(baseline) if baseline else None}
+    shown_by = run_page_shown_by(tp.features)
+    if shown_by == "panel":
+        return done
+    return {**done, **await _open_run_page(ls, path, html, what=f"{what}: {worst}", browser=shown_by == "browser")}
+
+
+# --- Show run in a client without a panel of its own ------------------------------------------
+
+SHOW_DOCUMENT_TIMEOUT_S = 10.0  # Neovim waits up to 2 s for xdg-open before it answers
+
+
+def run_page_shown_by(features: ClientFeatures) -> Literal["panel", "browser", "file"]:
+    """How this client shows a Show run page: in its own panel (it said so at initialize:
+    initializationOptions.clientFeatures.showRunPanel, as the VS Code extension does), in
+    a browser it opens when the server asks (window/showDocument, LSP 3.16: Neovim 0.11+),
+    or not at all: the page is only written to a file the server's message names. The
+    last kind of client is offered no "Show run" lens (lenses.py)."""
+    if features.show_run_panel:
+        return "panel"
+    return "browser" if features.show_document else "file"
+
+
+def cache_base() -> Path:
+    """The server's cache folder for this version: the run pages and the rule docs."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / TOOL_NAME / __version__
+
+
+def run_page_path(log: Path) -> Path:
+    """Where a log's run report page is written for a browser. One file per log: asking
+    again replaces it (a reload shows the new page), and the hash of the full path keeps
+    two runs' trainer_state.json apart."""
+    digest = hashlib.sha256(os.fsencode(log)).hexdigest()[:12]
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{log.parent.name}-{log.name}".strip("-"))[:80]
+    return cache_base() / "runs" / f"{stem}-{digest}.html"
+
+
+def write_run_page(target: Path, html: str) -> None:
+    """Written beside the target and renamed over it, so a browser reloading the page
+    never reads half of it."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(html)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+async def _open_run_page(ls, log: Path, html: str, *, what: str, browser: bool) -> dict[str, Any]:
+    """Writes the page to the cache, asks the client to open it in a browser when it can,
+    and says where the page is: the answer's `file` and `message`, and a window message."""
+    tp = ls.tp
+    target = run_page_path(log)
+    try:
+        write_run_page(target, html)
+    except OSError as e:
+        text = f"trainproof {what}; the page could not be written to {target} ({e})"
+        tp.warn(text)
+        return {"file": None, "message": text, "opened": False}
+    if not browser:
+        text = f"trainproof {what}; page written to {target} (open it in a browser)"
+        tp.message(text)
+        return {"file": str(target), "message": text, "opened": False}
+    refused = await _show_document(ls, target.as_uri())
+    if refused is None:
+        text = f"trainproof {what}; opened in a browser: {target}"
+        tp.message(text)
+    else:
+        text = f"trainproof {what}; the editor did not open the page ({refused}); it is at {target}"
+        tp.warn(text)
+    return {"file": str(target), "message": text, "opened": refused is None}
+
+
+async def _show_document(ls, uri: str) -> str | None:
+    """window/showDocument with external=True (the client's browser, not an editor tab):
+    None when the client opened it, else why not."""
+    try:
+        result = await asyncio.wait_for(
+            ls.window_show_document_async(lsp.ShowDocumentParams(uri=uri, external=True)), SHOW_DOCUMENT_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        return f"no answer in {SHOW_DOCUMENT_TIMEOUT_S:g} s"
+    except Exception as e:  # an error answer: the client could not or would not
+        return (str(e).splitlines() or [type(e).__name__])[0]
+    return None if result is not None and result.success else "it answered success: false"
 
 
 def _path_arg(args: tuple[Any, ...], index: int = 0) -> Path | None:

@@ -1,6 +1,7 @@
 """Code lenses: one line of verdict and the commands that fit the document's kind.
 
     log      trainproof: FAIL · 4 finding(s) | Show run | Run doctor | Compare with baseline | Set as baseline
+             (Show run only where the page can be shown: commands.run_page_shown_by)
     script   Check environment | Doctor: <output dir> (one per adjacent run folder)
     dataset  preflight: <verdict> · N finding(s) | Check the file on disk
     config   Doctor: <folder>
@@ -14,6 +15,7 @@ from pathlib import Path
 from lsprotocol import types as lsp
 
 from ..readers.adjacent import run_root
+from .commands import SHOW_RUN, run_page_shown_by
 from .documents import path_to_uri
 
 _TOP = lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0))
@@ -86,9 +88,12 @@ def lenses_for(tp, uri: str) -> list[lsp.CodeLens]:
     if kind is None:
         return []
     if kind.kind == "metrics":
+        # A client that can neither show the page nor open a browser on it would run
+        # "Show run" and show nothing (the command still answers when called).
+        show_run = [_lens("Show run", SHOW_RUN, str(path))] if run_page_shown_by(tp.features) != "file" else []
         return [
             _lens(_verdict_title("trainproof", result), "trainproof.showReport", uri),
-            _lens("Show run", "trainproof.showRun", str(path)),
+            *show_run,
             _lens("Run doctor", "trainproof.doctor", str(run_root(path))),
             _lens("Compare with baseline", "trainproof.compare", str(path)),
             _lens("Set as baseline", "trainproof.setBaseline", str(path)),

@@ -206,6 +206,11 @@ local function commands()
   vim.api.nvim_create_user_command('TrainproofCheckEnvironment', function(opts)
     M.execute('trainproof.checkEnvironment', { path_arg(opts) or buffer_path() })
   end, { nargs = '?', complete = 'file', desc = 'trainproof: import the training script\'s modules (checkEnvironment = true)' })
+  -- The run report page: Neovim 0.11+ opens it in the browser (window/showDocument calls
+  -- vim.ui.open); older ones get the path of the page the server wrote.
+  vim.api.nvim_create_user_command('TrainproofShowRun', function(opts)
+    M.execute('trainproof.showRun', { path_arg(opts) or buffer_path() })
+  end, { nargs = '?', complete = 'file', desc = 'trainproof: the run report page of this log, in the browser' })
   vim.api.nvim_create_user_command('TrainproofInfo', function()
     M.execute('trainproof.showServerInfo', {})
   end, { desc = 'trainproof: server version, settings and documents' })

@@ -8,7 +8,7 @@ import {
     ConfigurationParams, DidChangeConfigurationNotification, ExecuteCommandRequest,
     LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOptions, State,
 } from 'vscode-languageclient/node';
-import { BUNDLED_LIBS_DIR, DOCUMENT_PATTERN, SECTION, SERVER_ID, SERVER_NAME, WATCHED_GLOBS } from './constants';
+import { BUNDLED_LIBS_DIR, DOCUMENT_PATTERN, SECTION, SERVER_COMMANDS, SERVER_ID, SERVER_NAME, WATCHED_GLOBS } from './constants';
 import { traceError, traceInfo, traceLog, traceWarn } from './logging';
 import { Interpreter, checkPythonVersion, resolveInterpreter } from './python';
 import { ImportStrategy, getClientSettings, getServerSettings } from './settings';
@@ -78,6 +78,15 @@ export function executeCommandMiddleware(presenters: Readonly<Record<string, Pre
         const present = presenters[command];
         return present ? present(args, async (sent) => next(command, sent)) : next(command, args);
     };
+}
+
+/** initializationOptions: the server's settings, and under `clientFeatures` what this client
+ *  does that LSP has no capability for (the server's ClientFeatures reads it; it is no
+ *  setting). With a Show run presenter the page is shown here, in a panel, so the server
+ *  neither writes it to a file nor asks for a browser (window/showDocument). */
+export function initializationOptions(settings: Record<string, unknown>,
+    presenters: Readonly<Record<string, Presenter>>): Record<string, unknown> {
+    return { ...settings, clientFeatures: { showRunPanel: SERVER_COMMANDS.showRun in presenters } };
 }
 
 function workspaceRoot(folder: WorkspaceFolder | undefined): string {
@@ -171,7 +180,7 @@ export class ServerController implements Disposable {
             outputChannel: this.host.output,
             traceOutputChannel: this.host.output,
             revealOutputChannelOn: RevealOutputChannelOn.Never,
-            initializationOptions: settingsFor(undefined),
+            initializationOptions: initializationOptions(settingsFor(undefined), this.host.presenters ?? {}),
             synchronize: { fileEvents: watchers },
             middleware: {
                 executeCommand: executeCommandMiddleware(this.host.presenters ?? {}),

@@ -1,6 +1,6 @@
 import * as assert from 'assert';
 import * as path from 'path';
-import { bundledLibsPath, configurationAnswer, serverLaunch } from '../../common/server';
+import { bundledLibsPath, configurationAnswer, initializationOptions, serverLaunch } from '../../common/server';
 
 describe('server launch', () => {
     it('runs `python -m trainproof_lsp serve` with the bundled libraries first on PYTHONPATH', () => {
@@ -37,5 +37,16 @@ describe('server launch', () => {
         const answer = configurationAnswer(params, fromVscode, (scope) => { seen.push(scope); return { debounceMs: 5 }; });
         assert.deepStrictEqual(answer, [{ tabSize: 4 }, { debounceMs: 5 }]);
         assert.deepStrictEqual(seen, ['file:///ws']);
+    });
+
+    it('tells the server in initializationOptions that Show run\'s page is shown in a panel, beside the settings', () => {
+        const presenter = async (args: unknown[], send: (args: unknown[]) => Promise<unknown>) => send(args);
+        const settings = { debounceMs: 5, baseline: null };
+        assert.deepStrictEqual(initializationOptions(settings, { 'trainproof.showRun': presenter }),
+            { debounceMs: 5, baseline: null, clientFeatures: { showRunPanel: true } });
+        // Without its presenter the server should open the page in a browser instead.
+        assert.deepStrictEqual(initializationOptions(settings, {}),
+            { debounceMs: 5, baseline: null, clientFeatures: { showRunPanel: false } });
+        assert.deepStrictEqual(settings, { debounceMs: 5, baseline: null });
     });
 });
