@@ -1035,9 +1035,9 @@ class _Source:
 def _newline_counter(size: int) -> Callable[[bytes], int]:
     """Newlines in a chunk: numpy's compare-and-count (4-5x bytes.count) when numpy is
     loaded, or the input is big enough that the duplicate search will load it anyway."""
-    np = sys.modules.get("numpy")
-    if np is None and size >= _NUMPY_FROM_BYTES:
-        try:
+    np = None
+    if "numpy" in sys.modules or size >= _NUMPY_FROM_BYTES:
+        try:  # (an import, not a sys.modules lookup: another thread may be importing it now)
             import numpy as np
         except ImportError:
             np = None
