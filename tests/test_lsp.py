@@ -460,7 +460,7 @@ async def test_long_work_reports_progress_and_can_be_cancelled(session: Session,
     token = await asyncio.wait_for(first_report(), 30)
     session.client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
     result = await asyncio.wait_for(pending, 30)
-    assert result["status"] == "cancelled"
+    assert result == {"status": "cancelled", "message": f"trainproof env {script.name}: cancelled"}
     assert session.client.progress_reports[token][-1].kind == "end"
 
 

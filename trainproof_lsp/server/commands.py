@@ -239,11 +239,13 @@ def _no_result(tp, run: CliRun, *, what: str, timeout: float, subcommand: str) -
     """The answer (and its message) when the child gave no envelope: cancelled, stopped,
     without the subcommand, or crashed. None when it gave one."""
     if run.cancelled:
-        tp.message(f"trainproof {what}: cancelled")
-        return {"status": "cancelled"}
+        text = f"trainproof {what}: cancelled"
+        tp.message(text)
+        return {"status": "cancelled", "message": text}
     if run.timed_out:
-        tp.warn(f"trainproof {what}: stopped after {timeout:g} s")
-        return {"status": "timeout"}
+        text = f"trainproof {what}: stopped after {timeout:g} s"
+        tp.warn(text)
+        return {"status": "timeout", "message": text}
     if _unavailable(run, subcommand):
         text = f"trainproof {what}: not available in this version ({TOOL_NAME} {__version__} has no `{subcommand}`)"
         tp.warn(text)
