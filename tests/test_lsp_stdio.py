@@ -12,9 +12,11 @@ from trainproof_lsp.server.stdio import parse_body
 
 
 def test_parse_body_takes_what_json_takes():
-    assert parse_body(b'{"a": [1, 2.5, "x"]}') == {"a": [1, 2.5, "x"]}
-    lone = parse_body(b'{"text": "\\ud800 half a pair"}')  # msgspec refuses lone surrogates
-    assert lone == {"text": "\ud800 half a pair"}
+    assert parse_body(b'{"a": [1, 2.5, "x"]}') == {"a": [1, 2.5, "x"]}  # small: json.loads
+    big = b'{"text": "' + b"row\\n" * 20_000 + b'"}'  # 100 KB: msgspec
+    assert parse_body(big) == json.loads(big)
+    lone = b'{"text": "\\ud800 half a pair' + b" " * 70_000 + b'"}'  # msgspec refuses lone surrogates
+    assert parse_body(lone) == {"text": "\ud800 half a pair" + " " * 70_000}
 
 
 def _frame(body: bytes) -> bytes:

@@ -13,20 +13,18 @@ they are: when this installation lacks them, the command says so and does nothin
 
 from __future__ import annotations
 
+# hashlib, platform, tempfile and uuid are imported where they are used: the server's
+# answer to `initialize` waits on every module imported here.
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import math
 import os
-import platform
 import re
 import signal
 import sys
-import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -120,6 +118,8 @@ class Progress:
             return self
         try:
             if self.token is None:
+                import uuid
+
                 self.token = f"trainproof-{uuid.uuid4().hex}"
                 await asyncio.wait_for(self._ls.work_done_progress.create_async(self.token), 5)
             self._ls.work_done_progress.begin(self.token, lsp.WorkDoneProgressBegin(
@@ -309,6 +309,8 @@ async def _show_run(ls, path: Path) -> dict[str, Any]:
     what = f"show run {label}"
     timeout = 600.0
     baseline = _baseline(tp)
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="trainproof-run-") as folder:
         page = Path(folder) / "run.html"
         argv = ["doctor", str(path), "--json", "--html", str(page), *_config_args(tp),
@@ -367,6 +369,8 @@ def run_page_path(log: Path) -> Path:
     """Where a log's run report page is written for a browser. One file per log: asking
     again replaces it (a reload shows the new page), and the hash of the full path keeps
     two runs' trainer_state.json apart."""
+    import hashlib
+
     digest = hashlib.sha256(os.fsencode(log)).hexdigest()[:12]
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{log.parent.name}-{log.name}".strip("-"))[:80]
     return cache_base() / "runs" / f"{stem}-{digest}.html"
@@ -376,6 +380,8 @@ def write_run_page(target: Path, html: str) -> None:
     """Written beside the target and renamed over it, so a browser reloading the page
     never reads half of it."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -543,7 +549,7 @@ def register(ls) -> None:
 
         info = {
             "name": TOOL_NAME, "version": __version__,
-            "python": sys.version.split()[0], "executable": sys.executable, "platform": platform.platform(),
+            "python": sys.version.split()[0], "executable": sys.executable, "platform": _platform(),
             "pygls": getattr(pygls, "__version__", None) or _dist_version("pygls"),
             "lsprotocol": _dist_version("lsprotocol"),
             "positionEncoding": tp.presentation.encoding,
@@ -565,6 +571,12 @@ def register(ls) -> None:
                    f"{len(tp.documents)} open document(s); diagnostics by {info['diagnostics']}; "
                    f"preflight {'on' if info['engine']['preflight'] else 'not available'}")
         return info
+
+
+def _platform() -> str:
+    import platform
+
+    return platform.platform()
 
 
 def _dist_version(name: str) -> str | None:

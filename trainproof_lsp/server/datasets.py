@@ -25,7 +25,7 @@ import dataclasses
 from array import array
 from itertools import compress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..model import Report
 from .documents import LineEdit
@@ -291,11 +291,12 @@ class DatasetSession:
         return self._report
 
 
-def open_session(path: Path, config: "Config", text: str | None, lines: list[str] | None
-                 ) -> tuple[DatasetSession | None, Report]:
+def scan_buffer(path: Path, config: "Config", text: str | None, lines: list[str] | None
+                ) -> tuple[Report, Callable[[], DatasetSession] | None]:
     """Runs in a worker thread on a snapshot of the buffer (its text, or a copy of its
-    lines): the full scan, and a session when the layout allows line-by-line updates
-    (JSON Lines; a JSON array is re-scanned whole)."""
+    lines): the full scan and its report, and — when the layout allows line-by-line
+    updates (JSON Lines; a JSON array is re-scanned whole) — a function that builds the
+    session for later edits from that scan (the server calls it after publishing)."""
     ds, pf = _reader(), preflight()
     if text is None:
         text = "\n".join(lines or ())
@@ -303,11 +304,21 @@ def open_session(path: Path, config: "Config", text: str | None, lines: list[str
     try:
         scanned = ds.scan_dataset(path, data)
     except Exception:  # unreadable as a dataset: preflight says why (NOT-CHECKED)
-        return None, pf.judge_dataset(path, config, data=data)
+        return pf.judge_dataset(path, config, data=data), None
     report = pf.dataset_report(scanned, config)
     if scanned.layout != "jsonl":
-        return None, report
-    session = DatasetSession(path, config, scanned, text.count("\n") + 1)
-    session._trailing_empty = text.endswith("\n")
-    session._report = report
-    return session, report
+        return report, None
+
+    def build() -> DatasetSession:
+        session = DatasetSession(path, config, scanned, text.count("\n") + 1)
+        session._trailing_empty = text.endswith("\n")
+        session._report = report
+        return session
+    return report, build
+
+
+def open_session(path: Path, config: "Config", text: str | None, lines: list[str] | None
+                 ) -> tuple[DatasetSession | None, Report]:
+    """`scan_buffer` with the session built at once."""
+    report, build = scan_buffer(path, config, text, lines)
+    return (build() if build is not None else None), report
