@@ -55,6 +55,9 @@ e2e: vsix
 bench: setup
 	$(PY) benchmarks/bench_trainer_state.py
 	$(PY) benchmarks/bench_tfevents.py
+	$(PY) benchmarks/bench_preflight.py
+	$(PY) benchmarks/bench_checkpoint.py
+	$(PY) benchmarks/bench_guardian.py
 	$(PY) benchmarks/bench_lsp.py
 
 docs: setup
