@@ -261,14 +261,15 @@ class Analyzer:
             if session is None:
                 loop = asyncio.get_running_loop()
                 text, lines = doc.snapshot()
-                report, build = await loop.run_in_executor(
-                    self.executor, datasets.scan_buffer, doc.path, config, text, lines)
+                session, report = await loop.run_in_executor(
+                    self.executor, datasets.open_session, doc.path, config, text, lines)
                 if self._server.tp.documents.get(doc.uri) is not doc or doc.version != version:
                     return None  # edited while the first scan ran: the next run starts over
                 self._split_later(doc, text)
-                self.sessions.pop(doc.uri, None)
-                if build is not None:
-                    self._build_session_later(doc, version, build)
+                if session is not None:
+                    self.sessions[doc.uri] = session
+                else:
+                    self.sessions.pop(doc.uri, None)
             else:
                 report = session.report()
                 mode = f"incremental: {session.rescanned} line(s) re-scanned"
@@ -297,20 +298,6 @@ class Analyzer:
             self.executor, _judge_buffer, doc.path, text, lines, config, kind)
         self._split_later(doc, text)
         return report, data, note
-
-    def _build_session_later(self, doc: LineDocument, version: int, build: Any) -> None:
-        """Build the dataset's session for line-by-line re-checks in a worker, after the
-        diagnostics of its full scan are out; kept only if the buffer is still that
-        version (an edit before it is ready re-scans the buffer and builds anew)."""
-        loop = asyncio.get_running_loop()
-
-        def adopt(future: asyncio.Future) -> None:
-            if future.cancelled() or future.exception() is not None:
-                return
-            if self._server.tp.documents.get(doc.uri) is doc and doc.version == version:
-                self.sessions.setdefault(doc.uri, future.result())
-
-        loop.call_soon(lambda: loop.run_in_executor(self.executor, build).add_done_callback(adopt))
 
     def _split_later(self, doc: LineDocument, text: str | None) -> None:
         """Split a freshly opened buffer into lines in a worker, after its diagnostics

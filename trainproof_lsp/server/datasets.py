@@ -25,7 +25,7 @@ import dataclasses
 from array import array
 from itertools import compress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..model import Report
 from .documents import LineEdit
@@ -112,9 +112,13 @@ class DatasetSession:
         self._pf = preflight()
         self.path = str(path)
         self.config = config
+        # The scan's own arrays, padded or cut to the buffer's lines (not copied: the scan
+        # is this session's, and a 100k-line buffer would copy 1.6 MB for nothing).
         pad = line_count - len(scan.exact)
-        self.exact = array("Q", scan.exact) + array("Q", bytes(8 * max(pad, 0)))
-        self.near = array("Q", scan.near) + array("Q", bytes(8 * max(pad, 0)))
+        self.exact, self.near = scan.exact, scan.near
+        if pad > 0:
+            self.exact.frombytes(bytes(8 * pad))
+            self.near.frombytes(bytes(8 * pad))
         del self.exact[line_count:], self.near[line_count:]
         self.problems: dict[int, list[Any]] = {}
         for p in scan.problems:
@@ -291,12 +295,11 @@ class DatasetSession:
         return self._report
 
 
-def scan_buffer(path: Path, config: "Config", text: str | None, lines: list[str] | None
-                ) -> tuple[Report, Callable[[], DatasetSession] | None]:
+def open_session(path: Path, config: "Config", text: str | None, lines: list[str] | None
+                 ) -> tuple[DatasetSession | None, Report]:
     """Runs in a worker thread on a snapshot of the buffer (its text, or a copy of its
-    lines): the full scan and its report, and — when the layout allows line-by-line
-    updates (JSON Lines; a JSON array is re-scanned whole) — a function that builds the
-    session for later edits from that scan (the server calls it after publishing)."""
+    lines): the full scan, and a session when the layout allows line-by-line updates
+    (JSON Lines; a JSON array is re-scanned whole)."""
     ds, pf = _reader(), preflight()
     if text is None:
         text = "\n".join(lines or ())
@@ -304,21 +307,11 @@ def scan_buffer(path: Path, config: "Config", text: str | None, lines: list[str]
     try:
         scanned = ds.scan_dataset(path, data)
     except Exception:  # unreadable as a dataset: preflight says why (NOT-CHECKED)
-        return pf.judge_dataset(path, config, data=data), None
+        return None, pf.judge_dataset(path, config, data=data)
     report = pf.dataset_report(scanned, config)
     if scanned.layout != "jsonl":
-        return report, None
-
-    def build() -> DatasetSession:
-        session = DatasetSession(path, config, scanned, text.count("\n") + 1)
-        session._trailing_empty = text.endswith("\n")
-        session._report = report
-        return session
-    return report, build
-
-
-def open_session(path: Path, config: "Config", text: str | None, lines: list[str] | None
-                 ) -> tuple[DatasetSession | None, Report]:
-    """`scan_buffer` with the session built at once."""
-    report, build = scan_buffer(path, config, text, lines)
-    return (build() if build is not None else None), report
+        return None, report
+    session = DatasetSession(path, config, scanned, text.count("\n") + 1)
+    session._trailing_empty = text.endswith("\n")
+    session._report = report
+    return session, report
