@@ -271,6 +271,13 @@ def test_without_transformers_the_cli_exits_2_or_1_when_something_fails(chat_fil
     broken.write_text(jsonl_text([{"text": "the cat"}, {"text": ""}]), encoding="utf-8")
     assert main(["preflight", str(broken), *args]) == 1  # the empty text still FAILs
     capsys.readouterr()
+    # A WARN beside the check that could not run: the report is WARN, the exit code still 2.
+    near = tmp_path / "near.jsonl"
+    near.write_text(jsonl_text([{"text": "The cat sat"}, {"text": "the cat sat"}]), encoding="utf-8")
+    assert main(["preflight", str(near), *args]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["reports"][0]["verdict"] == "WARN"
+    assert sorted(f["id"] for f in doc["reports"][0]["findings"]) == ["TP-NOT-CHECKED", "TP-PRE-NEAR-DUPLICATE"]
 
 
 def test_a_folder_transformers_cannot_load_is_not_checked(chat_file, tmp_path):

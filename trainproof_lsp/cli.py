@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from . import TOOL_NAME, __version__
 from .config import Config, ConfigError, discover, load_file, with_vocab
-from .model import Outcome, ReadError, Verdict
+from .model import Level, Outcome, ReadError, Verdict
 
 if TYPE_CHECKING:
     from .model import Run
@@ -25,9 +25,13 @@ EXIT_OK, EXIT_FAIL, EXIT_NOT_CHECKED = 0, 1, 2
 def exit_code(outcome: Outcome) -> int:
     if any(r.verdict is Verdict.FAIL for r in outcome.reports):
         return EXIT_FAIL
-    # CONTRACTS.md §1: exit 0 only when everything was judged; a NOT-CHECKED report beside
-    # a WARN one still exits 2 (the worst verdict, WARN, would hide it).
-    if outcome.error or outcome.not_judged or any(r.verdict is Verdict.NOT_CHECKED for r in outcome.reports):
+    # CONTRACTS.md §1: exit 0 only when everything was judged. A NOT-CHECKED report beside
+    # a WARN one, or a check asked for that could not run inside a WARN report (a
+    # TP-NOT-CHECKED finding: `--max-len` without transformers), still exits 2; the worst
+    # verdict, WARN, would hide both.
+    if outcome.error or outcome.not_judged or any(
+            r.verdict is Verdict.NOT_CHECKED or any(f.level is Level.NOT_CHECKED for f in r.findings)
+            for r in outcome.reports):
         return EXIT_NOT_CHECKED
     return EXIT_OK
 
