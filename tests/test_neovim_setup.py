@@ -81,4 +81,4 @@ def test_neovim_setup_shows_the_diverging_runs_findings_lens_and_hover(name: str
     (hover,) = rows["hover"]
     assert any(rule in hover[0] for rule in ("TP-DIVERGE", "TP-DEAD-RUN")), hover
     (command,) = rows["command"]
-    assert "baseline for this session" in command[1], command
+    assert command[1] == "1" and "baseline for this session" in command[2], command  # shown once

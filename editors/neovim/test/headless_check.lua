@@ -11,7 +11,7 @@
 --   lens TAB <1-based line> TAB <title>
 --   keymap TAB <lhs> TAB <desc>
 --   hover TAB <the hover text, 300 characters>
---   command TAB TrainproofSetBaseline TAB <the server's message>
+--   command TAB TrainproofSetBaseline TAB <messages shown> TAB <the server's message>
 local out_path = os.getenv('TP_OUT') or 'nvim_setup.tsv'
 local file = os.getenv('TP_FILE')
 local timeout = tonumber(os.getenv('TP_TIMEOUT_MS') or '30000')
@@ -69,14 +69,31 @@ if first then
   emit('hover\t' .. (hovered and hovered:gsub('%s+', ' '):sub(1, 300) or ''))
 end
 
--- A user command through workspace/executeCommand: the server answers with a message.
+-- A user command through workspace/executeCommand: the server answers with a message
+-- (window/showMessage; the setup itself notifies only a failed request). Every message
+-- shown is counted, so a message shown twice would show here.
 local notes = {}
+local in_handler = false  -- newer Neovims show window/showMessage through vim.notify
 local notify = vim.notify
-vim.notify = function(msg, ...) table.insert(notes, msg); return notify(msg, ...) end
+vim.notify = function(msg, ...)
+  if not in_handler then table.insert(notes, msg) end
+  return notify(msg, ...)
+end
+local show_message = vim.lsp.handlers['window/showMessage']
+vim.lsp.handlers['window/showMessage'] = function(err, result, ctx, config)
+  table.insert(notes, result and result.message or '')
+  in_handler = true
+  local ok, value = pcall(show_message, err, result, ctx, config)
+  in_handler = false
+  if not ok then error(value) end
+  return value
+end
 vim.cmd('TrainproofSetBaseline')
 vim.wait(10000, function() return #notes > 0 end, 50)
+vim.wait(300, function() return #notes > 1 end, 50)  -- a second copy, if one comes
 vim.notify = notify
-emit('command\tTrainproofSetBaseline\t' .. (notes[1] or ''):gsub('%s+', ' '))
+vim.lsp.handlers['window/showMessage'] = show_message
+emit('command\tTrainproofSetBaseline\t' .. #notes .. '\t' .. (notes[1] or ''):gsub('%s+', ' '))
 
 vim.fn.writefile(lines, out_path)
 for _, client in pairs(vim.lsp.get_clients and vim.lsp.get_clients() or vim.lsp.get_active_clients()) do

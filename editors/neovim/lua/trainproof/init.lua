@@ -76,15 +76,14 @@ function M.root_dir(path)
   return dir
 end
 
--- workspace/executeCommand on this buffer's trainproof server.
+-- workspace/executeCommand on this buffer's trainproof server. The server shows each
+-- command's outcome itself (window/showMessage); only a failed request is notified here.
 function M.execute(command, arguments, bufnr)
   bufnr = bufnr or vim.api.nvim_get_current_buf()
   vim.lsp.buf_request(bufnr, 'workspace/executeCommand', { command = command, arguments = arguments or {} },
-    function(err, result)
+    function(err)
       if err then
         vim.notify('trainproof: ' .. (err.message or tostring(err)), vim.log.levels.ERROR)
-      elseif type(result) == 'table' and result.message then
-        vim.notify(result.message, vim.log.levels.INFO)
       end
     end)
 end
