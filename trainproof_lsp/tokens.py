@@ -41,11 +41,8 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
-from io import BytesIO
 from pathlib import Path
 from typing import Any, Iterator, Sequence
-
-import msgspec
 
 from .readers import dataset as ds
 
@@ -115,59 +112,6 @@ def _one_line(e: BaseException, limit: int = 200) -> str:
 
 
 # --- rows with their lines ---------------------------------------------------------------
-
-_decode = msgspec.json.Decoder().decode
-
-
-def iter_records(path: Path | str, *, layout: str = "jsonl", data: bytes | None = None) -> Iterator[tuple[int, dict]]:
-    """(0-based line, record) for every JSON object of a dataset file, streamed.
-
-    `layout` is the scan's ("jsonl" or "json-array"; readers/dataset.py decides it).
-    JSONL lines that are not JSON objects are passed over (the dataset rules report them);
-    the records of a JSON array are placed at the line their `{` is on."""
-    if layout == "json-array":
-        yield from _array_records(Path(path).read_bytes() if data is None else data)
-        return
-    with (BytesIO(data) if data is not None else open(path, "rb")) as fh:
-        for line, raw in enumerate(fh):
-            if line == 0 and raw.startswith(ds.BOM):
-                raw = raw[len(ds.BOM):]
-            if not raw.strip():
-                continue
-            try:
-                obj = _decode(raw)  # trailing "\r\n" is JSON whitespace
-            except (msgspec.DecodeError, RecursionError):
-                continue
-            if isinstance(obj, dict):
-                yield line, obj
-
-
-def _array_records(data: bytes) -> Iterator[tuple[int, dict]]:
-    from .positions import ByteIndex
-    from .readers.jsonpos import element_ranges
-
-    skip = len(ds.BOM) if data.startswith(ds.BOM) else 0
-    try:
-        elements = msgspec.json.decode(data[skip:], type=list[msgspec.Raw])
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return  # a broken array is TP-PRE-MALFORMED-JSONL; nothing to count
-    records = []
-    for raw in elements:
-        try:
-            obj = _decode(bytes(raw))
-        except (msgspec.DecodeError, RecursionError):
-            continue
-        if isinstance(obj, dict):
-            records.append(obj)
-    # The scanner finds the `{` of object elements only, in order, so asking for as many
-    # ranges as there are objects pairs each object with its own start.
-    ranges = element_ranges(data, data.find(b"[", skip), len(records))
-    if ranges is None:
-        return
-    index = ByteIndex(data)
-    for start, obj in zip(ranges[0], records):
-        yield index.line_of(start), obj
-
 
 # --- what to tokenize for one row ------------------------------------------------------
 
@@ -357,7 +301,7 @@ def count_tokens(path: Path | str, tok: Any, *, lines: int, layout: str = "jsonl
     out = (blank, array("i", blank), array("i", blank))
     batch = _Batch(tok, out)
     rows = 0
-    for line, obj in iter_records(path, layout=layout, data=data):
+    for line, obj in ds.iter_records(path, layout=layout, data=data):
         pieces = row_pieces(obj)
         if pieces is None or line >= lines:
             continue
@@ -372,4 +316,4 @@ def count_tokens(path: Path | str, tok: Any, *, lines: int, layout: str = "jsonl
 
 
 __all__ = ["TokenLengths", "TemplateError", "TokenizerUnavailable", "load_tokenizer", "count_tokens",
-           "iter_records", "row_pieces", "NOT_COUNTED", "MISSING_TRANSFORMERS", "BATCH_ROWS"]
+           "row_pieces", "NOT_COUNTED", "MISSING_TRANSFORMERS", "BATCH_ROWS"]

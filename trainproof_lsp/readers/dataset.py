@@ -42,6 +42,7 @@ import sys
 from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
+from io import BytesIO
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_not, methodcaller, ne
 from pathlib import Path
@@ -517,6 +518,58 @@ def scan_lines(lines: Iterable[tuple[int, bytes]]) -> list[LineFacts]:
     for re-checking only the lines an editor changed; duplicates across the whole file
     are then found from the hashes (see `find_duplicates`)."""
     return [scan_line(n, raw) for n, raw in lines]
+
+
+# --- rows for other checks ----------------------------------------------------------------
+
+def iter_records(path: Path | str, *, layout: str = "jsonl", data: bytes | None = None) -> Iterator[tuple[int, dict]]:
+    """(0-based line, record) for every JSON object of a dataset file, streamed.
+
+    `layout` is the scan's ("jsonl" or "json-array", `DatasetScan.layout`).
+    JSONL lines that are not JSON objects are passed over (the dataset rules report them);
+    the records of a JSON array are placed at the line their `{` is on."""
+    if layout == "json-array":
+        yield from _array_records(Path(path).read_bytes() if data is None else data)
+        return
+    with (BytesIO(data) if data is not None else open(path, "rb")) as fh:
+        for line, raw in enumerate(fh):
+            if line == 0 and raw.startswith(BOM):
+                raw = raw[len(BOM):]
+            if not raw.strip():
+                continue
+            try:
+                obj = _dec_any.decode(raw)  # trailing "\r\n" is JSON whitespace
+            except (msgspec.DecodeError, RecursionError):
+                continue
+            if isinstance(obj, dict):
+                yield line, obj
+
+
+def _array_records(data: bytes) -> Iterator[tuple[int, dict]]:
+    from ..positions import ByteIndex
+    from .jsonpos import element_ranges
+
+    skip = len(BOM) if data.startswith(BOM) else 0
+    try:
+        elements = msgspec.json.decode(data[skip:], type=list[msgspec.Raw])
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return  # a broken array is TP-PRE-MALFORMED-JSONL; nothing to count
+    records = []
+    for raw in elements:
+        try:
+            obj = _dec_any.decode(bytes(raw))
+        except (msgspec.DecodeError, RecursionError):
+            continue
+        if isinstance(obj, dict):
+            records.append(obj)
+    # The scanner finds the `{` of object elements only, in order, so asking for as many
+    # ranges as there are objects pairs each object with its own start.
+    ranges = element_ranges(data, data.find(b"[", skip), len(records))
+    if ranges is None:
+        return
+    index = ByteIndex(data)
+    for start, obj in zip(ranges[0], records):
+        yield index.line_of(start), obj
 
 
 # --- the fast path: typed Structs over whole chunks -----------------------------------------
