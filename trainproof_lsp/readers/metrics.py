@@ -163,7 +163,6 @@ def read_metrics_jsonl(path: str | Path, data: bytes | None = None) -> Run:
             bad += 1
             first_bad = first_bad or (lineno, "not a JSON object")
             continue
-        record = len(rows)
         rows.append(obj)
         sl.append(lineno)
         sc.append(0)
