@@ -23,7 +23,7 @@ from conftest import REPO, write_jsonl
 from trainproof_lsp import compare, render
 from trainproof_lsp.cli import main
 from trainproof_lsp.config import Config, ConfigError, load_file
-from trainproof_lsp.model import Level, Verdict
+from trainproof_lsp.model import Level, Report, Verdict
 
 HF_RUNS = Path("fixtures/hf_runs")  # relative to the repository root, as users type it
 HEALTHY = HF_RUNS / "healthy"
@@ -53,11 +53,11 @@ def compare_json(*args: str | Path, cwd: Path = REPO) -> tuple[int, dict[str, An
     return code, json.loads(out)
 
 
-def one(baseline: Path, run: Path, config: Config | None = None) -> compare.ComparisonReport:
+def one(baseline: Path, run: Path, config: Config | None = None) -> Report:
     outcome = compare.compare(baseline, [run], config or Config())
     assert len(outcome.reports) == 1
     report = outcome.reports[0]
-    assert isinstance(report, compare.ComparisonReport)
+    assert report.baseline is not None
     return report
 
 
@@ -442,7 +442,7 @@ def test_doctor_exit_code_reflects_a_comparison_fail(tmp_path):
 
 def test_doctor_does_not_compare_the_baseline_with_itself():
     outcome = compare.doctor([HF_RUNS], Config(), HEALTHY)
-    compared = [r.artefact.path for r in outcome.reports if isinstance(r, compare.ComparisonReport)]
+    compared = [r.artefact.path for r in outcome.reports if r.baseline is not None]
     assert len(compared) == 5 and "fixtures/hf_runs/healthy/trainer_state.json" not in compared
 
 

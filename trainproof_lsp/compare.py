@@ -10,9 +10,9 @@ rules/compare.py; this module only wires runs to them and keeps coverage honest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from . import engine
 from .config import Config
@@ -20,16 +20,6 @@ from .model import Artefact, Check, Finding, Level, Location, Number, Outcome, R
 from .rules import NOT_CHECKED, REGISTRY
 from .rules.base import Context
 from .rules.compare import CMP_ERROR_RULE, UNCOMPARABLE_RULE, Uncomparable, align
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ComparisonReport(Report):
-    """A run judged against a baseline. Same shape as a Report (artefact = the run), plus
-    the baseline it was judged against and the aligned numbers (JSON: `baseline`,
-    `comparison`; CONTRACTS.md §5)."""
-
-    baseline: Artefact
-    comparison: Mapping[str, Number] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,13 +85,13 @@ def _finding(rule_id: str, level: Level, message: str, location: Location) -> Fi
     return Finding(id=rule_id, level=level, message=message, evidence={}, location=location)
 
 
-def _not_compared(run_artefact: Artefact, baseline: Baseline, finding: Finding, reason: str) -> ComparisonReport:
+def _not_compared(run_artefact: Artefact, baseline: Baseline, finding: Finding, reason: str) -> Report:
     skipped = tuple(Check(group=r.id, ran=False, reason=reason) for r in comparison_rules())
-    return ComparisonReport(artefact=run_artefact, verdict=Verdict.NOT_CHECKED, findings=(finding,),
+    return Report(artefact=run_artefact, verdict=Verdict.NOT_CHECKED, findings=(finding,),
                             checks=skipped, reason=reason, baseline=baseline.artefact)
 
 
-def compare_run(run: Run, baseline: Baseline, config: Config) -> ComparisonReport:
+def compare_run(run: Run, baseline: Baseline, config: Config) -> Report:
     """One run against the baseline: every enabled comparison rule, or NOT-CHECKED with a
     one-line reason when the baseline is unusable or the two cannot be aligned."""
     artefact = Artefact(path=run.path, kind="comparison", format=run.format, sources=run.sources)
@@ -123,7 +113,7 @@ def compare_run(run: Run, baseline: Baseline, config: Config) -> ComparisonRepor
     findings.sort(key=engine.finding_order)
     summary: dict[str, Number] = dict(pair.summary())
     summary["baseline_verdict"] = baseline.report.verdict.value if baseline.report else None
-    return ComparisonReport(artefact=artefact, verdict=engine.verdict_of(findings), findings=tuple(findings),
+    return Report(artefact=artefact, verdict=engine.verdict_of(findings), findings=tuple(findings),
                             checks=tuple(checks), baseline=baseline.artefact, comparison=summary)
 
 
@@ -208,5 +198,5 @@ def _doctor(paths: Iterable[Path], config: Config, baseline_path: Path, runs: di
     return engine.doctor(paths, config, also=against)
 
 
-__all__ = ["ComparisonReport", "Baseline", "load_baseline", "compare_run", "compare", "compare_with_runs",
+__all__ = ["Baseline", "load_baseline", "compare_run", "compare", "compare_with_runs",
            "doctor", "doctor_with_runs", "comparison_rules"]

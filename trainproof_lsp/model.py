@@ -264,6 +264,10 @@ class Report:
     checks: tuple[Check, ...]
     # One line, set when the artefact could not be judged at all (verdict NOT-CHECKED).
     reason: str = ""
+    # A run judged against a baseline (compare.py): the baseline, and the aligned numbers
+    # (JSON `baseline` and `comparison`, CONTRACTS.md §5). None / empty otherwise.
+    baseline: Artefact | None = None
+    comparison: Mapping[str, Number] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

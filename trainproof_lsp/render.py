@@ -65,10 +65,10 @@ def report_json(r: Report) -> dict[str, Any]:
             "skipped": [{"id": c.group, "reason": c.reason} for c in r.checks if not c.ran],
         },
     }
-    baseline = getattr(r, "baseline", None)  # a comparison report (compare.ComparisonReport)
+    baseline = r.baseline  # set on a comparison report
     if baseline is not None:
         out["baseline"] = _artefact_json(baseline)
-        out["comparison"] = {k: _number(v) for k, v in getattr(r, "comparison", {}).items()}
+        out["comparison"] = {k: _number(v) for k, v in r.comparison.items()}
     return out
 
 
@@ -129,7 +129,7 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
             continue
         counted = [f for f in r.findings if f.level in (Level.FAIL, Level.WARN)]
         sources = f" ({len(r.artefact.sources)} sources)" if len(r.artefact.sources) > 1 else ""
-        baseline = getattr(r, "baseline", None)
+        baseline = r.baseline
         sources += f" vs baseline {baseline.path}" if baseline is not None else ""
         out.append(
             f"== {r.artefact.path}{sources}: {r.verdict.value} — {len(counted)} finding(s); "
@@ -178,20 +178,20 @@ def ranking_table(reports: Iterable[Report]) -> list[str]:
     baseline."""
     by_baseline: dict[str, list[Report]] = {}
     for r in reports:
-        baseline = getattr(r, "baseline", None)
+        baseline = r.baseline
         if baseline is not None:
             by_baseline.setdefault(baseline.path, []).append(r)
     out: list[str] = []
     for base, group in by_baseline.items():
         def key(r: Report) -> tuple:
-            end = getattr(r, "comparison", {}).get("end_ratio")
+            end = r.comparison.get("end_ratio")
             return (_RANK_ORDER[r.verdict], end if isinstance(end, (int, float)) else math.inf, r.artefact.path)
 
         group = sorted(group, key=key)
-        verdicts = {getattr(r, "comparison", {}).get("baseline_verdict") for r in group} - {None}
+        verdicts = {r.comparison.get("baseline_verdict") for r in group} - {None}
         own = f" (judged alone: {verdicts.pop()})" if len(verdicts) == 1 else ""
         out.append("")
-        axes = {getattr(r, "comparison", {}).get("axis") for r in group} - {None}
+        axes = {r.comparison.get("axis") for r in group} - {None}
         at = {"step": "steps", "fraction": "fractions of the schedule"}.get(axes.pop() if axes else "step", "") \
             if len(axes) <= 1 else ""
         out.append(f"ranking against baseline {base}{own}; ratios are run/baseline at the same "
@@ -200,7 +200,7 @@ def ranking_table(reports: Iterable[Report]) -> list[str]:
                    f"{'(baseline)':>10} {'eval best':>9} {'eval end':>8}  run")
         rank = 0
         for r in group:
-            c = getattr(r, "comparison", {})
+            c = r.comparison
             ids = sorted({f.id for f in r.findings if f.level in (Level.FAIL, Level.WARN)})
             if r.verdict is Verdict.NOT_CHECKED:
                 why = r.reason if r.reason.startswith(r.artefact.path) else f"{r.artefact.path}: {r.reason}"
@@ -257,7 +257,7 @@ def to_sarif(o: Outcome) -> str:
                 "properties": {"evidence": {k: _number(v) for k, v in f.evidence.items()},
                                "verdict": r.verdict.value},
             }
-            baseline = getattr(r, "baseline", None)
+            baseline = r.baseline
             if baseline is not None:
                 res["properties"]["baseline"] = baseline.path
             if f.related:

@@ -659,8 +659,8 @@ def to_html(outcome: Outcome, runs: Mapping[str, Run] | None = None) -> str:
 
 
 def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index) -> str:
-    baseline_art = getattr(r, "baseline", None)  # a comparison report (compare.ComparisonReport)
-    comparison: Mapping[str, object] = getattr(r, "comparison", {}) or {}
+    baseline_art = r.baseline  # set on a comparison report
+    comparison: Mapping[str, object] = r.comparison or {}
     run = runs.get(r.artefact.path)
     base_run = runs.get(baseline_art.path) if baseline_art is not None else None
     v = r.verdict.value
@@ -789,7 +789,7 @@ def _overviews(reports: Sequence[Report], runs: Mapping[str, Run]) -> list[str]:
 
     groups: dict[str, list[Report]] = {}
     for r in reports:
-        b = getattr(r, "baseline", None)
+        b = r.baseline
         if b is not None:
             groups.setdefault(b.path, []).append(r)
     out = []
@@ -806,7 +806,7 @@ def _overviews(reports: Sequence[Report], runs: Mapping[str, Run]) -> list[str]:
                 s = run.get(name)
                 if s is None:
                     continue
-                comparison: Mapping[str, object] = getattr(r, "comparison", {}) or {}
+                comparison: Mapping[str, object] = r.comparison or {}
                 scale = 1.0 / _baseline_scale(run, base, comparison)
                 lines.append(_Line(label=f"{r.verdict.value} {run.path}", series=s, css=f"c{i}",
                                    color=PALETTE[i % len(PALETTE)], scale=scale))
