@@ -728,9 +728,9 @@ def _baseline_scale(run: Run, base: Run, comparison: Mapping[str, object]) -> fl
     run's schedule length over the baseline's (as the comparison aligned them)."""
     if comparison.get("axis") != "fraction":
         return 1.0
-    from .rules.compare import _schedule_length
+    from .rules.compare import schedule_length
 
-    return _schedule_length(run) / _schedule_length(base)
+    return schedule_length(run) / schedule_length(base)
 
 
 def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparison: Mapping[str, object],
@@ -743,9 +743,9 @@ def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparis
     band = None
     lo, hi = comparison.get("common_from"), comparison.get("common_to")
     if base_run is not None and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
-        from .rules.compare import _schedule_length
+        from .rules.compare import schedule_length
 
-        k = _schedule_length(run) if comparison.get("axis") == "fraction" else 1.0
+        k = schedule_length(run) if comparison.get("axis") == "fraction" else 1.0
         band = (float(lo) * k, float(hi) * k)
     by_series: dict[str, list[_Mark]] = {}
     base_index = index(base_run) if base_run is not None else None

@@ -169,7 +169,9 @@ def interpolate(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float
     return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
 
 
-def _schedule_length(run: Run) -> float:
+def schedule_length(run: Run) -> float:
+    """The run's planned length in steps (max_steps when the log states it and the run did
+    not go past it, else its last logged step): the denominator of the `fraction` axis."""
     last = max((s.steps[-1] for s in run.series.values() if len(s)), default=1)
     if run.meta.max_steps and run.meta.max_steps >= last:
         return float(run.meta.max_steps)
@@ -244,7 +246,7 @@ def align(run: Run, baseline: Run, limits: AlignLimits, *, baseline_report: Repo
         if len(s) < limits.min_points:
             raise Uncomparable(f"the {who} has {len(s)} finite loss point(s); a comparison needs "
                                f"at least {limits.min_points}", side=who)
-    lr_, lb = _schedule_length(run), _schedule_length(baseline)
+    lr_, lb = schedule_length(run), schedule_length(baseline)
     chosen = None
     for axis in ("step", "fraction"):
         lo, hi = _span(rl, bl, axis, lr_, lb)
