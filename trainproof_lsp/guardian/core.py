@@ -31,7 +31,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from ..config import Config, ConfigError, discover, load_file
 from ..engine import not_checked
@@ -249,3 +249,20 @@ def as_number(value: Any) -> Any:
         except (RuntimeError, ValueError, TypeError):
             return value
     return value
+
+
+def lazy_callback_class(module: str, methods: type, framework_base: Callable[[], type], doc: str
+                        ) -> Callable[[str], Any]:
+    """A module `__getattr__` that builds `TrainproofCallback` — the adapter's methods on
+    top of the framework's callback class, which `framework_base` imports — on first use,
+    so that importing the adapter never imports the framework."""
+    built: dict[str, type] = {}
+
+    def __getattr__(name: str) -> Any:
+        if name != "TrainproofCallback":
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        if "cls" not in built:
+            built["cls"] = type("TrainproofCallback", (methods, framework_base()),
+                                {"__doc__": doc, "__module__": module})
+        return built["cls"]
+    return __getattr__

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Config
 from ..readers.adjacent import CLASSIFIER_SUFFIXES
 from ..readers.trainer_state import SERIES_KEYS as TRAINER_STATE_KEYS
-from .core import Guardian, Stop
+from .core import Guardian, Stop, lazy_callback_class
 from .incremental import Schedule
 
 SOURCE = "hf-trainer"
@@ -90,30 +90,20 @@ class _HFMethods:
         return control
 
 
-_built: dict[str, type] = {}
-
-
-def _build() -> type:
-    if "cls" not in _built:
-        try:
-            from transformers import TrainerCallback
-        except ImportError as e:
-            raise ImportError("trainproof_lsp.guardian.hf.TrainproofCallback needs transformers "
-                              f"(pip install transformers): {e}") from None
-        _built["cls"] = type("TrainproofCallback", (_HFMethods, TrainerCallback), {
-            "__doc__": "trainproof-lsp's live guardian for the HF Trainer (see the module doc).",
-            "__module__": __name__,
-        })
-    return _built["cls"]
+def _trainer_callback() -> type:
+    try:
+        from transformers import TrainerCallback
+    except ImportError as e:
+        raise ImportError("trainproof_lsp.guardian.hf.TrainproofCallback needs transformers "
+                          f"(pip install transformers): {e}") from None
+    return TrainerCallback
 
 
 if TYPE_CHECKING:
     TrainproofCallback = _HFMethods
 else:
-    def __getattr__(name: str) -> Any:
-        if name == "TrainproofCallback":
-            return _build()
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __getattr__ = lazy_callback_class(__name__, _HFMethods, _trainer_callback,
+                                      "trainproof-lsp's live guardian for the HF Trainer (see the module doc).")
 
 
 __all__ = ["SOURCE", "TrainproofCallback", "entry_metrics", "model_classes"]

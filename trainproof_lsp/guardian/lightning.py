@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Config
 from ..model import EVAL_LOSS, LOSS, LR
 from ..readers.metrics import map_columns
-from .core import Guardian, Stop, as_number
+from .core import Guardian, Stop, as_number, lazy_callback_class
 from .incremental import Schedule
 
 SOURCE = "lightning"
@@ -105,33 +105,23 @@ class _LightningMethods:
             trainer.should_stop = True
 
 
-_built: dict[str, type] = {}
-
-
-def _build() -> type:
-    if "cls" not in _built:
+def _lightning_callback() -> type:
+    try:
+        from lightning.pytorch import Callback
+    except ImportError:
         try:
-            from lightning.pytorch import Callback
-        except ImportError:
-            try:
-                from pytorch_lightning import Callback  # type: ignore[assignment]
-            except ImportError as e:
-                raise ImportError("trainproof_lsp.guardian.lightning.TrainproofCallback needs lightning "
-                                  f"(pip install lightning): {e}") from None
-        _built["cls"] = type("TrainproofCallback", (_LightningMethods, Callback), {
-            "__doc__": "trainproof-lsp's live guardian for Lightning (see the module doc).",
-            "__module__": __name__,
-        })
-    return _built["cls"]
+            from pytorch_lightning import Callback  # type: ignore[assignment]
+        except ImportError as e:
+            raise ImportError("trainproof_lsp.guardian.lightning.TrainproofCallback needs lightning "
+                              f"(pip install lightning): {e}") from None
+    return Callback
 
 
 if TYPE_CHECKING:
     TrainproofCallback = _LightningMethods
 else:
-    def __getattr__(name: str) -> Any:
-        if name == "TrainproofCallback":
-            return _build()
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __getattr__ = lazy_callback_class(__name__, _LightningMethods, _lightning_callback,
+                                      "trainproof-lsp's live guardian for Lightning (see the module doc).")
 
 
 __all__ = ["SOURCE", "TrainproofCallback", "logged_series"]
