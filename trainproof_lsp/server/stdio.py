@@ -1,12 +1,12 @@
 """The server's stdio loop: LSP base-protocol framing read from stdin, each message body
-parsed with msgspec and handed to pygls's protocol.
+parsed and handed to pygls's protocol.
 
 pygls's own loop parses bodies with the standard library's `json.loads`; a didOpen of a
 100k-line dataset is a 20 MB body, which that takes ~45 ms to parse and msgspec ~15 ms, so
-bodies of 64 KiB and more go to msgspec.
-Everything after parsing (structuring into lsprotocol types, dispatch, responses) is
-pygls's. A body msgspec refuses (a lone UTF-16 surrogate escape, say) is parsed by
-`json.loads` instead, so the server accepts exactly what pygls would.
+bodies of 64 KiB and more go to msgspec. Everything after parsing (structuring into
+lsprotocol types, dispatch, responses) is pygls's. A body msgspec refuses (a lone UTF-16
+surrogate escape, say) is parsed by `json.loads` instead, so the server accepts exactly
+what pygls would.
 """
 
 from __future__ import annotations
