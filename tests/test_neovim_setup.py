@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_lsp_real_clients import NVIMS, REQUIRED
+from test_lsp_real_clients import NVIMS, nvim_or_skip
 
 REPO = Path(__file__).resolve().parent.parent
 NEOVIM_SETUP = REPO / "editors" / "neovim"
@@ -56,11 +56,7 @@ def run_check(nvim: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, d
 
 @pytest.mark.parametrize("name", list(NVIMS))
 def test_neovim_setup_shows_the_diverging_runs_findings_lens_and_hover(name: str, tmp_path: Path):
-    nvim = NVIMS[name]()
-    if nvim is None:
-        if REQUIRED:
-            pytest.fail(f"{name} is not installed (run `make real-clients`)")
-        pytest.skip(f"{name} is not installed (run `make real-clients`)")
+    nvim = nvim_or_skip(name)
     proc, rows, header = run_check(nvim, tmp_path)
     assert proc.returncode == 0 and "ok=true" in header, (header, rows, proc.stderr[-2000:])
     assert ("api=config" if name.startswith("pypi") else "api=start_client") in header

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from .config import Config
 from .detect import HEAD_BYTES, RESIDENTS, Detected, detect
 from .model import (Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
-                    Report, Run, Verdict)
+                    Report, Run, Span, Verdict)
 from .readers.adjacent import run_root
 from .readers.checkpoint import CheckpointFacts
 
@@ -134,10 +134,14 @@ def _skipped_records(run: Run) -> Finding:
     )
 
 
+def not_checked_finding(path: str, reason: str, span: Span | None = None) -> Finding:
+    """TP-NOT-CHECKED: something about `path` could not be judged, and why."""
+    return Finding(id=NOT_CHECKED.id, level=Level.NOT_CHECKED, message=reason, evidence={},
+                   location=Location(path=path, span=span))
+
+
 def not_checked(path: str, kind: str, fmt: str, reason: str, error: ReadError | None = None) -> Report:
-    span = error.span if error is not None else None
-    finding = Finding(id=NOT_CHECKED.id, level=Level.NOT_CHECKED, message=reason, evidence={},
-                      location=Location(path=path, span=span))
+    finding = not_checked_finding(path, reason, error.span if error is not None else None)
     return Report(artefact=Artefact(path=path, kind=kind, format=fmt, sources=(path,)),
                   verdict=Verdict.NOT_CHECKED, findings=(finding,), checks=(), reason=reason)
 

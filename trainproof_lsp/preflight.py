@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .config import Config
-from .engine import finding_order, not_checked, run_rules, verdict_of
-from .model import Artefact, Check, Finding, Level, Location, Outcome, ReadError, Report
+from .engine import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
+from .model import Artefact, Check, Finding, Outcome, ReadError, Report
 from .readers.dataset import DatasetScan, scan_dataset
 from .readers.tokenizer import read_tokenizer_dir
-from .rules import NOT_CHECKED
 from .rules.dataset import DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext
 from .rules.tokenizer import TOKENIZER_RULES, TokenizerContext
 from .rules.tokens import TOKEN_RULES, TokenContext
@@ -91,9 +90,7 @@ def _token_rules(scan: DatasetScan, config: Config, lengths: TokenLengths | NotC
               for r in TOKEN_RULES]
     findings = []
     if lengths.asked and any(c.reason == lengths.reason for c in checks):
-        findings.append(Finding(id=NOT_CHECKED.id, level=Level.NOT_CHECKED,
-                                message=f"token lengths not checked: {lengths.reason}", evidence={},
-                                location=Location(path=scan.path)))
+        findings.append(not_checked_finding(scan.path, f"token lengths not checked: {lengths.reason}"))
     return findings, checks
 
 
