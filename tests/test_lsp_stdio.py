@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 
 from trainproof_lsp.server.stdio import parse_body
 
@@ -27,14 +28,15 @@ def _message(payload: dict) -> bytes:
     return _frame(json.dumps(payload).encode())
 
 
-def _responses(out: bytes) -> list[dict]:
-    messages = []
-    while out:
-        head, _, rest = out.partition(b"\r\n\r\n")
-        length = int(head.split(b"\r\n")[0].split(b":")[1])
-        messages.append(json.loads(rest[:length]))
-        out = rest[length:]
-    return messages
+def _read_message(out) -> dict:
+    """One framed message from the server's stdout (headers, blank line, body)."""
+    length = 0
+    while (header := out.readline().strip()):
+        name, _, value = header.partition(b":")
+        if name.lower() == b"content-length":
+            length = int(value)
+    assert length, "the server closed its output"
+    return json.loads(out.read(length))
 
 
 def test_garbage_between_messages_does_not_end_the_server(tmp_path):
@@ -52,12 +54,27 @@ def test_garbage_between_messages_does_not_end_the_server(tmp_path):
         # showReport waits for the document's check, so its diagnostics are out before it answers
         _message({"jsonrpc": "2.0", "id": 2, "method": "workspace/executeCommand",
                   "params": {"command": "trainproof.showReport", "arguments": [doc.as_uri()]}}),
-        _message({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}),
-        _message({"jsonrpc": "2.0", "method": "exit"}),
     ])
-    proc = subprocess.run([sys.executable, "-m", "trainproof_lsp", "serve"], input=stream,
-                          capture_output=True, timeout=60)
-    messages = _responses(proc.stdout)
+    proc = subprocess.Popen([sys.executable, "-m", "trainproof_lsp", "serve"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    watchdog = threading.Timer(60, proc.kill)
+    watchdog.start()
+    try:
+        proc.stdin.write(stream)
+        proc.stdin.flush()
+        messages = []
+        while not any(m.get("id") == 2 and "method" not in m for m in messages):
+            messages.append(_read_message(proc.stdout))
+        # Shut down only once showReport has answered: a shutdown cancels pending checks.
+        proc.stdin.write(_message({"jsonrpc": "2.0", "id": 3, "method": "shutdown"})
+                         + _message({"jsonrpc": "2.0", "method": "exit"}))
+        proc.stdin.close()
+        while not any(m.get("id") == 3 for m in messages):
+            messages.append(_read_message(proc.stdout))
+        stderr = proc.stderr.read()
+        proc.wait()
+    finally:
+        watchdog.cancel()
     by_id = {m["id"]: m for m in messages if "id" in m and "method" not in m}
     assert by_id[1]["result"]["serverInfo"]["name"] == "trainproof-lsp"
     assert [f["id"] for f in by_id[2]["result"]["report"]["findings"]] == ["TP-PRE-MALFORMED-JSONL"]
@@ -66,4 +83,4 @@ def test_garbage_between_messages_does_not_end_the_server(tmp_path):
     assert [(d["code"], d["range"]["start"]["line"]) for p in published for d in p["diagnostics"]] == \
         [("TP-PRE-MALFORMED-JSONL", 1)]
     assert proc.returncode == 0
-    assert b"Traceback" not in proc.stderr or b"Unable to handle message" in proc.stderr
+    assert b"Traceback" not in stderr or b"Unable to handle message" in stderr
