@@ -265,15 +265,17 @@ def test_resume_checkpoint_without_optimizer_state_warns():
     assert f.level is Level.WARN and "epoch" in f.evidence["progress_keys"]
 
 
-def test_hf_checkpoint_folder_without_optimizer_and_training_args_never_opened():
+def test_hf_checkpoint_folder_without_optimizer_and_training_args_walked_and_allowed():
     outcome = doctor([CKPT / "hf_output"], Config())
     by_path = {r.artefact.path: r for r in outcome.reports}
     warned = by_path[str(CKPT / "hf_output" / "checkpoint-16" / "model.safetensors")]
     assert ids(warned) == ["TP-CKPT-NO-OPTIMIZER"]
     assert by_path[str(CKPT / "hf_output" / "checkpoint-8" / "model.safetensors")].verdict is Verdict.PASS
-    passed = {n.path for n in outcome.passed_over}
-    assert str(CKPT / "hf_output" / "checkpoint-8" / "training_args.bin") in passed
-    # It names transformers.training_args.TrainingArguments: had it been walked, it would FAIL.
+    # training_args.bin is walked (never unpickled): a TrainingArguments created with
+    # NEWOBJ, as the Trainer writes it, is on the allow-list.
+    args = by_path[str(CKPT / "hf_output" / "checkpoint-8" / "training_args.bin")]
+    assert args.verdict is Verdict.PASS
+    assert any(c.group == "TP-CKPT-UNSAFE-PICKLE" and c.ran for c in args.checks)
     assert not any(f.id == "TP-CKPT-UNSAFE-PICKLE" for r in outcome.reports for f in r.findings)
 
 

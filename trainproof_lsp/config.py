@@ -7,6 +7,9 @@ command-line flags on top.
     vocab_size = 151936                   # classes for TP-LOSS-ABOVE-UNIFORM
     baseline = "runs/known-good"          # compare runs with this one (relative to this file)
 
+    [tool.trainproof.caps]                # size caps for huge or hostile files (caps.py)
+    max_log_mb = 1024
+
     [tool.trainproof.limits.TP-DIVERGE]  # per-rule limits, by the names `rules ID` shows
     max_ratio = 2.0
 """
@@ -24,6 +27,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+from .caps import DEFAULT_CAPS, Caps, CapsError, caps_from_table
 from .rules import BY_ID, Rule
 
 
@@ -42,6 +46,8 @@ class Config:
     # A known-good run to compare with (`compare`, `doctor`); relative paths in a config
     # file are relative to that file, so the editor and CI resolve the same run.
     baseline: str | None = None
+    # Size caps for hostile or huge files (caps.py): over a cap is NOT-CHECKED.
+    caps: Caps = DEFAULT_CAPS
 
     def enabled(self, rule: Rule) -> bool:
         if rule.id in self.ignore:
@@ -65,7 +71,7 @@ def _rule_ids(value: Any, key: str, where: str) -> frozenset[str]:
 
 
 def from_table(table: Mapping[str, Any], where: str) -> Config:
-    known = {"select", "ignore", "limits", "vocab_size", "baseline"}
+    known = {"select", "ignore", "limits", "vocab_size", "baseline", "caps"}
     extra = sorted(set(table) - known)
     if extra:
         raise ConfigError(f"{where}: unknown setting(s) {', '.join(extra)}; known: {', '.join(sorted(known))}")
@@ -100,9 +106,13 @@ def from_table(table: Mapping[str, Any], where: str) -> Config:
         if not isinstance(baseline, str) or not baseline.strip():
             raise ConfigError(f"{where}: baseline must be the path of a known-good run's log or folder")
         baseline = str(Path(where).parent / baseline)  # an absolute path stays as it is
+    try:
+        caps = caps_from_table(table.get("caps", {}), where)
+    except CapsError as e:
+        raise ConfigError(str(e)) from None
     return Config(select=select, ignore=ignore, limits=limits, vocab_size=vocab,
                   vocab_source=f"vocab_size in {where}" if vocab else None, source=where,
-                  baseline=baseline)
+                  baseline=baseline, caps=caps)
 
 
 def load_file(path: Path) -> Config:

@@ -23,12 +23,12 @@ class Detected:
 _LOSS_KEYS = frozenset(a for k in ("loss", "eval_loss") for a in ALIASES[k])
 _DATASET_KEYS = frozenset({"text", "messages", "conversations", "prompt", "completion",
                            "instruction", "chosen", "rejected", "input", "output", "content"})
-_CHECKPOINT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt", ".safetensors"}
+_CHECKPOINT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt", ".safetensors",
+                        ".pkl", ".pickle", ".joblib"}  # every pickle is walked, never loaded
 
 # Ordinary residents of an HF output_dir that are not logs and need no judgement here.
-# training_args.bin is a pickled TrainingArguments: never opened, never above INFO.
+# (training_args.bin is a pickle: it is walked like a checkpoint, never unpickled.)
 RESIDENTS = {
-    "training_args.bin": "pickled TrainingArguments (settings, not weights); never unpickled",
     "config.json": "model config; read for vocab_size/num_labels",
     "generation_config.json": "generation settings; not a log",
     "adapter_config.json": "PEFT adapter settings; not a log",
@@ -65,6 +65,12 @@ def imports_training_framework(head: bytes) -> bool:
     return _FRAMEWORK_IMPORT.search(head) is not None
 
 
+def _torch_legacy_tar(head: bytes) -> bool:
+    # torch's oldest format: a POSIX tar whose first member is one torch wrote
+    return head[257:262] == b"ustar" and head[:100].split(b"\0", 1)[0] in (
+        b"sys_info", b"pickle", b"tensors", b"storages")
+
+
 def detect(path: Path, head: bytes) -> Detected:
     name = path.name
     lower = name.lower()
@@ -79,6 +85,10 @@ def detect(path: Path, head: bytes) -> Detected:
         return Detected("checkpoint", "sharded-index")
     if suffix in _CHECKPOINT_SUFFIXES:
         return Detected("checkpoint", suffix.lstrip("."))
+    if suffix == ".tar" and (lower.endswith(".pth.tar") or lower.endswith(".pt.tar")
+                             or _torch_legacy_tar(head)):
+        # `model_best.pth.tar` (a torch.save under a tar name) or torch's legacy tar format
+        return Detected("checkpoint", "tar")
     if suffix == ".py":
         # A training script has a TrainingArguments-family config to lint; any other
         # Python file has nothing for the static lint to judge.

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from .caps import not_regular
 from .config import Config
 from .detect import HEAD_BYTES, RESIDENTS, Detected, detect
 from .model import (Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
@@ -151,10 +152,15 @@ def _head(path: Path) -> bytes:
         return fh.read(HEAD_BYTES)
 
 
-def read_run(path: Path, detected: Detected, data: bytes | None = None) -> Run:
+def read_run(path: Path, detected: Detected, data: bytes | None = None, config: Config | None = None) -> Run:
+    from .readers.trainer_state import check_caps
+
     reader = _READERS[detected.format]
+    caps = (config or Config()).caps
     if data is None:
+        check_caps(path, None, caps)  # the size, before a byte is read
         data = path.read_bytes()
+    check_caps(path, data, caps, entries=detected.format == "hf-trainer-state")
     if b"\x00" in data[:HEAD_BYTES]:
         raise ReadError(f"{path}: binary data (NUL bytes), not a text log")
     return reader(path, data)
@@ -164,6 +170,9 @@ def judge_file(path: Path, config: Config, *, data: bytes | None = None,
                reference: "CheckpointFacts | None" = None) -> Report:
     """One file (or editor buffer `data`) judged as whatever it is."""
     name = str(path)
+    irregular = not_regular(path) if data is None else None
+    if irregular:
+        return not_checked(name, "unknown", "unknown", f"{name}: {irregular}")
     try:
         head = data[:HEAD_BYTES] if data is not None else _head(path)
     except OSError as e:
@@ -184,7 +193,7 @@ def judge_file(path: Path, config: Config, *, data: bytes | None = None,
     if detected.format == "tfevents":
         return judge_event_files([path], config)
     try:
-        run = read_run(path, detected, data)
+        run = read_run(path, detected, data, config)
     except ReadError as e:
         return not_checked(name, "metrics", detected.format, str(e), e)
     except OSError as e:
@@ -229,7 +238,8 @@ _SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache
               ".pytest_cache", ".tox", ".ruff_cache", "wandb-cache",
               "site-packages", "dist-packages"}
 _CANDIDATE_SUFFIXES = {".json", ".jsonl", ".ndjson", ".csv", ".tsv", ".pt", ".pth", ".bin", ".py",
-                       ".ckpt", ".safetensors", ".txt", ".log"}
+                       ".ckpt", ".safetensors", ".txt", ".log",
+                       ".pkl", ".pickle", ".joblib", ".tar"}  # pickles: walked, never loaded
 # An MLflow run folder's own bookkeeping (one file per metric/param/tag, no suffix).
 _MLFLOW_DIRS = {"metrics", "params", "tags"}
 
@@ -291,8 +301,12 @@ def doctor(paths: Iterable[Path], config: Config, *,
         if f.is_dir():  # an MLflow run folder (from walk)
             metric_files.append((f, Detected("metrics", "mlflow")))
             continue
-        if f.name in RESIDENTS:  # known by name: never opened (training_args.bin is a pickle)
+        if f.name in RESIDENTS:  # known by name: never opened
             passed_over.append(NotJudged(path=str(f), reason=RESIDENTS[f.name]))
+            continue
+        irregular = not_regular(f)  # a FIFO would block the open, /dev/zero never ends
+        if irregular:
+            not_judged.append(NotJudged(path=str(f), reason=irregular))
             continue
         try:
             head = _head(f)
@@ -340,11 +354,11 @@ def _group_key(path: Path, detected: Detected) -> Path:
     return path.parent
 
 
-def _read_text_run(path: Path, detected: Detected) -> Run | Report:
+def _read_text_run(path: Path, detected: Detected, config: Config | None = None) -> Run | Report:
     try:
         if detected.format == "mlflow":
             return read_mlflow_run(path)
-        return read_run(path, detected)
+        return read_run(path, detected, config=config)
     except ReadError as e:
         return not_checked(str(path), "metrics", detected.format, str(e), e)
     except OSError as e:
@@ -395,7 +409,7 @@ def _judge_metric_files(files: list[tuple[Path, Detected]], config: Config, not_
         for path, detected in members:
             if detected.format == "tfevents":
                 continue
-            got = _read_text_run(path, detected)
+            got = _read_text_run(path, detected, config)
             if isinstance(got, Report):
                 reports.append(got)
             elif detected.format == "hf-trainer-state":
@@ -440,11 +454,12 @@ def epoch(path: Path, config: Config) -> Outcome:
 # --- checkpoints, scripts, environment: facts judged by their rule families ------------------
 
 def judge_facts(facts: object, *, kind: str, path: str, fmt: str, config: Config,
-                sources: tuple[str, ...] = ()) -> Report:
+                sources: tuple[str, ...] = (), extra: Iterable[Finding] = ()) -> Report:
     """Every enabled rule of `kind` over one reader record (CheckpointFacts, ScriptFacts,
     EnvFacts). A report whose worst finding is NOT-CHECKED carries that finding's message
     as its one-line reason."""
     findings, checks = run_rules(rules_for(kind), facts, Context(), config)
+    findings.extend(extra)
     findings.sort(key=finding_order)
     verdict = verdict_of(findings)
     reason = ""
@@ -479,7 +494,7 @@ def judge_checkpoint(path: Path, config: Config, *, reference: "CheckpointFacts 
 
     name = str(path)
     try:
-        facts = read_checkpoint(path)
+        facts = read_checkpoint(path, caps=config.caps)
     except CheckpointError as e:
         return not_checked(name, "checkpoint", "unknown", str(e))
     except ReadError as e:
@@ -488,7 +503,9 @@ def judge_checkpoint(path: Path, config: Config, *, reference: "CheckpointFacts 
         return not_checked(name, "checkpoint", "unknown", f"{name}: unreadable ({type(e).__name__}: {e})")
     if reference is not None:
         facts = replace(facts, reference=reference)
-    return judge_facts(facts, kind="checkpoint", path=name, fmt=facts.format, config=config)
+    # A cap met or a pickle left unwalked: said as TP-NOT-CHECKED, never passed over.
+    extra = [not_checked_finding(name, note) for note in facts.not_checked]
+    return judge_facts(facts, kind="checkpoint", path=name, fmt=facts.format, config=config, extra=extra)
 
 
 def judge_script(path: Path, config: Config, *, data: bytes | None = None) -> Report:
@@ -509,7 +526,11 @@ def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None
     from .readers.checkpoint import CheckpointFacts as Facts, Problem
 
     facts = collect(request)
-    reports = [judge_facts(facts, kind="env", path=facts.path, fmt="import-probe", config=config)]
+    # An import the probe refused because it would run the entrypoint's top level: not
+    # checked (without --run-entrypoint), never a failure.
+    extra = [not_checked_finding(p.location.path, f"{p.module}: {p.detail}", p.location.span)
+             for p in facts.probes if p.outcome == "entrypoint-not-run"]
+    reports = [judge_facts(facts, kind="env", path=facts.path, fmt="import-probe", config=config, extra=extra)]
     if checkpoint is not None:
         if checkpoint.exists():
             reports.append(judge_checkpoint(checkpoint, config))

@@ -218,7 +218,7 @@ class PythonUnusable(Exception):
 
 
 def run_items(python: str, cwd: str | None, path0: str, items: list[dict[str, Any]], timeout: float,
-              argv0: str = "") -> tuple[dict[int, dict[str, Any]], str]:
+              argv0: str = "", guard: str = "") -> tuple[dict[int, dict[str, Any]], str]:
     """Run probe items in child processes; results by item id, and the interpreter's
     version. A child that dies or hangs on an item costs only that item: the rest run in
     a fresh child. Raises PythonUnusable when the interpreter cannot run the probe at all."""
@@ -226,7 +226,7 @@ def run_items(python: str, cwd: str | None, path0: str, items: list[dict[str, An
     pending = list(items)
     version = ""
     while pending:
-        job = {"path0": path0, "items": pending, "argv0": argv0}
+        job = {"path0": path0, "items": pending, "argv0": argv0, "guard": guard}
         try:
             child = _spawn(python, cwd, job)
         except OSError as e:
@@ -401,8 +401,10 @@ def collect(req: EnvRequest) -> EnvFacts:
         if pkg is not None:
             path_for_imports = str(pkg[1])
     try:
+        # Without --run-entrypoint the script's own file is never imported, even when it
+        # imports itself or a local module imports it (the child refuses that import).
         results, version = run_items(python, str(cwd), path_for_imports, items, req.timeout_s,
-                                     argv0=str(script))
+                                     argv0=str(script), guard="" if req.run_entrypoint else str(script))
     except PythonUnusable as e:
         return _replace(facts, python_error=str(e))
     probes = []

@@ -16,6 +16,9 @@ the imported modules print cannot corrupt the protocol.
 
 An item that never reports its end was killed by a signal (native crash), ended the
 process (os._exit) or hung: the parent tells these apart by the exit status and its clock.
+With "guard": <entrypoint path> in the job, an import that resolves to that file is
+refused (kind "entrypoint-not-run"), so the script's top level never runs by way of a
+self-import or a local module importing it.
 Items: {"id", "kind": "import", "module", "package", "names"}, {"id", "kind": "run",
 "path"} (run a script's top level, only with --run-entrypoint), {"id", "kind": "locate",
 "module"} (find a module's file without importing it or its packages).
@@ -100,8 +103,42 @@ def _probe(item):
                 "where": _where(e)}
     except BaseException as e:  # everything an import can raise, reported, never re-raised
         kind = "module-not-found" if type(e).__name__ == "ModuleNotFoundError" else "exception"
+        cause = e
+        while cause is not None:  # the guard's refusal, possibly wrapped by the importer
+            if isinstance(cause, EntrypointNotRun):
+                return {"ok": False, "kind": "entrypoint-not-run", "type": "EntrypointNotRun",
+                        "message": str(cause)[:400], "where": _where(e)}
+            cause = cause.__cause__ or cause.__context__
         return {"ok": False, "kind": kind, "type": type(e).__name__, "message": str(e)[:400],
                 "missing_module": getattr(e, "name", None) or "", "where": _where(e)}
+
+
+class EntrypointNotRun(ImportError):
+    """Importing this would run the entrypoint's top level, which only --run-entrypoint allows."""
+
+
+class _GuardEntrypoint(object):
+    """First on sys.meta_path: any import that resolves to the entrypoint's own file (the
+    script importing itself, `import train` in a local module) is refused instead of
+    running the script's top level."""
+
+    def __init__(self, path):
+        self.real = os.path.realpath(path)
+
+    def find_spec(self, fullname, path=None, target=None):
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        if origin and os.path.realpath(origin) == self.real:
+            raise EntrypointNotRun("importing %r would run the entrypoint %s, whose top-level code "
+                                   "is run only with --run-entrypoint" % (fullname, origin), name=fullname)
+        return None  # not the entrypoint: the ordinary finders decide
+
+    # Python < 3.4 asks for find_module
+    def find_module(self, fullname, path=None):
+        self.find_spec(fullname, path)
+        return None
 
 
 def main():
@@ -121,6 +158,8 @@ def main():
         pass
     sys.argv = [job.get("argv0") or "-"]
     sys.path[0] = job["path0"]
+    if job.get("guard"):
+        sys.meta_path.insert(0, _GuardEntrypoint(job["guard"]))
     emit({"hello": sys.version.split()[0], "executable": sys.executable})
     for item in job["items"]:
         emit({"begin": item["id"]})

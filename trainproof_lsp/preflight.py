@@ -119,10 +119,10 @@ def _format_name(scan: DatasetScan) -> str:
     return f"{scan.layout}:{'+'.join(f for f, _, _ in scan.formats)}"
 
 
-def _scan(path: Path, data: bytes | None = None) -> DatasetScan | Report:
+def _scan(path: Path, data: bytes | None = None, config: Config | None = None) -> DatasetScan | Report:
     name = str(path)
     try:
-        return scan_dataset(path, data)
+        return scan_dataset(path, data, max_row_bytes=(config or Config()).caps.max_row_mb * 2**20)
     except ReadError as e:
         return not_checked(name, "dataset", "dataset", str(e), e)
     except (ValueError, RecursionError, MemoryError) as e:  # never a traceback, never a FAIL
@@ -134,7 +134,7 @@ def judge_dataset(path: Path | str, config: Config, *, data: bytes | None = None
     """One dataset file (or editor buffer `data`) judged on its own, with its token
     lengths when a tokenizer folder and `max_len` are given. Train/eval overlap and the
     tokenizer folder itself are judged by `preflight`, each in its own report."""
-    scanned = _scan(Path(path), data)
+    scanned = _scan(Path(path), data, config)
     if isinstance(scanned, Report):
         return scanned
     lengths = TokenCounting(tokenizer_dir, max_len, config).lengths(scanned, data)
@@ -164,14 +164,14 @@ def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | 
     scans: list[DatasetScan] = []
     counting = TokenCounting(tokenizer_dir, max_len, config)
     for p in paths:
-        scanned = _scan(Path(p))
+        scanned = _scan(Path(p), config=config)
         if isinstance(scanned, Report):
             reports.append(scanned)
             continue
         scans.append(scanned)
         reports.append(dataset_report(scanned, config, lengths=counting.lengths(scanned), max_len=max_len))
     if eval_path is not None:
-        scanned = _scan(Path(eval_path))
+        scanned = _scan(Path(eval_path), config=config)
         if isinstance(scanned, Report):
             reports.append(scanned)
         else:

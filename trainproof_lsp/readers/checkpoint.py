@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from ..caps import DEFAULT_CAPS, MIB, Caps, mib
 from ..model import Span
 from ..positions import ByteIndex
 from . import pickle_walk as pw
@@ -159,6 +160,10 @@ class CheckpointFacts:
     hf_folder_without_optimizer: str | None = None
     bytes_scanned: int = 0
     numpy_used: bool = False
+    # What could not be judged and why (a size cap, an unwalked pickle): each becomes a
+    # TP-NOT-CHECKED finding, so the report never passes what it did not look at.
+    not_checked: tuple[str, ...] = ()
+    unsafe_unlisted: int = 0  # unsafe globals past the first _MAX_UNSAFE_LISTED
     # Set by the engine for --reference: the checkpoint to compare shapes against.
     reference: "CheckpointFacts | None" = None
 
@@ -172,9 +177,22 @@ class CheckpointError(Exception):
     """The file cannot be opened at all (permissions, a folder...). One line."""
 
 
+# A checkpoint with a payload names one or two unsafe globals; a hostile pickle may name
+# millions. The first this many are findings, the rest one count.
+_MAX_UNSAFE_LISTED = 100
+
+# Names that hold pickles whatever their suffix says: HF Trainer's residents and the
+# generic pickle suffixes (walked, never unpickled; a clean one is judged, not "unreadable").
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
+
+
+def is_pickle_name(name: str) -> bool:
+    return name.lower().endswith(PICKLE_SUFFIXES) or name == "training_args.bin"
+
+
 # --- entry point -------------------------------------------------------------------------
 
-def read_checkpoint(path: Path, *, scan: bool = True) -> CheckpointFacts:
+def read_checkpoint(path: Path, *, scan: bool = True, caps: Caps = DEFAULT_CAPS) -> CheckpointFacts:
     """Read `path` as a checkpoint. Raises CheckpointError when it cannot be opened;
     everything else (empty, cut off, corrupt, not a checkpoint) is in the facts."""
     name = str(path)
@@ -193,7 +211,7 @@ def read_checkpoint(path: Path, *, scan: bool = True) -> CheckpointFacts:
     except OSError as e:
         raise CheckpointError(f"{name}: cannot read ({e.strerror or e})") from None
     try:
-        facts = _read_mapped(path, mm, size, scan)
+        facts = _read_mapped(path, mm, size, scan, caps)
     finally:
         try:
             mm.close()
@@ -202,21 +220,35 @@ def read_checkpoint(path: Path, *, scan: bool = True) -> CheckpointFacts:
     return _with_hf_folder(path, facts)
 
 
-def _read_mapped(path: Path, mm: mmap.mmap, size: int, scan: bool) -> CheckpointFacts:
+def _walk(data: Any, caps: Caps, start: int = 0, *, stop: int | None = None, base: int = 0) -> pw.Walked:
+    return pw.walk(data, start=start, stop=stop, base=base, max_bytes=caps.max_pickle_mb * MIB,
+                   max_ops=caps.max_pickle_ops)
+
+
+def _capped_note(walked: pw.Walked, where: str) -> tuple[str, ...]:
+    if not walked.capped:
+        return ()
+    return (f"{where}: the pickle walk {walked.capped}; globals after that were not checked "
+            "(raise the cap in [tool.trainproof.caps] to walk it all)",)
+
+
+def _read_mapped(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Caps) -> CheckpointFacts:
     name = str(path)
     head = mm[:16]
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
-        return _read_zip(path, mm, size, scan)
+        return _read_zip(path, mm, size, scan, caps)
     if path.suffix.lower() == ".safetensors" or _looks_like_safetensors(head, size):
-        return _read_safetensors(path, mm, size, scan)
-    walked = pw.walk(mm[: min(size, 64 * 1024 * 1024)])
-    if walked.error and not walked.globals and walked.end == 0:
+        return _read_safetensors(path, mm, size, scan, caps)
+    if _is_legacy_tar(mm, size):
+        return _read_legacy_tar(path, mm, size, caps)
+    walked = _walk(mm, caps)
+    if walked.error and not walked.globals and walked.ops < 2:
         return CheckpointFacts(path=name, format="unknown", size=size, problems=(Problem(
             kind="unreadable", byte_offset=0,
             message=f"not a checkpoint: neither a torch ZIP archive, a pickle nor safetensors "
                     f"(first bytes {bytes(head[:8])!r})",
             evidence={"first_bytes": bytes(head[:8]).hex()}),))
-    return _read_pickles(path, mm, size, walked)
+    return _read_pickles(path, mm, size, walked, caps)
 
 
 # --- torch ZIP archives ------------------------------------------------------------------
@@ -230,12 +262,12 @@ def _local_data_offset(mm: mmap.mmap, header_offset: int) -> int | None:
     return header_offset + 30 + nlen + elen
 
 
-def _read_zip(path: Path, mm: mmap.mmap, size: int, scan: bool) -> CheckpointFacts:
+def _read_zip(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Caps) -> CheckpointFacts:
     name = str(path)
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, struct.error):
-        return _read_truncated_zip(path, mm, size)
+        return _read_truncated_zip(path, mm, size, caps)
     except OSError as e:
         raise CheckpointError(f"{name}: cannot read ({e.strerror or e})") from None
     with zf:
@@ -262,6 +294,8 @@ def _read_zip(path: Path, mm: mmap.mmap, size: int, scan: bool) -> CheckpointFac
                 continue
             offsets[info.filename] = (data_off, info.compress_size, info.compress_type)
         # CRC of every entry, as the ZIP itself records it.
+        not_checked: list[str] = []
+        inflate_left = caps.max_inflate_mb * MIB
         view = memoryview(mm)
         try:
             for info in infos:
@@ -272,6 +306,15 @@ def _read_zip(path: Path, mm: mmap.mmap, size: int, scan: bool) -> CheckpointFac
                     crc = zlib.crc32(view[data_off:data_off + csize]) & 0xFFFFFFFF
                     ok = crc == info.CRC
                 else:
+                    # A compressed entry (torch.save never writes one): inflating it is
+                    # bounded, a zip bomb stops at the cap.
+                    if info.file_size > inflate_left:
+                        not_checked.append(
+                            f"entry {info.filename} inflates to {info.file_size} bytes "
+                            f"({mib(info.file_size)}; {csize} compressed), over the cap of "
+                            f"{caps.max_inflate_mb} MiB (max_inflate_mb): its CRC and content were not checked")
+                        continue
+                    inflate_left -= info.file_size
                     ok = _crc_by_zipfile(zf, info)
                     crc = None
                 if not ok:
@@ -281,34 +324,55 @@ def _read_zip(path: Path, mm: mmap.mmap, size: int, scan: bool) -> CheckpointFac
                                 f"(recorded {info.CRC:08x}" + (f", data gives {crc:08x})" if crc is not None else ")"),
                         evidence={"entry": info.filename, "crc_recorded": f"{info.CRC:08x}",
                                   "crc_actual": f"{crc:08x}" if crc is not None else ""}))
-            pkl_off, pkl_size, pkl_method = offsets.get(pkl[0], (0, 0, -1))
-            if pkl_method == zipfile.ZIP_STORED:
-                pkl_bytes = bytes(view[pkl_off:pkl_off + pkl_size])
-            elif pkl_method >= 0:
-                try:
-                    pkl_bytes = zf.read(pkl[0])
-                except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError):
-                    pkl_bytes = b""
-            else:
-                pkl_bytes = b""
             byteorder = "little"
             if f"{prefix}byteorder" in offsets:
                 bo_off, bo_size, _ = offsets[f"{prefix}byteorder"]
                 byteorder = bytes(view[bo_off:bo_off + bo_size]).decode("ascii", "replace").strip() or "little"
         finally:
             view.release()
-    walked = pw.walk(pkl_bytes, base=pkl_off if pkl_method == zipfile.ZIP_STORED else 0)
-    unsafe = _unsafe(walked, pkl[0])
+        # Every pickle in the archive is walked: torch.load reads one archive folder's
+        # data.pkl, and a ZIP with two folders leaves which one to whoever loads it.
+        all_pkl = [pkl[0]] + sorted(n for n in names if n.endswith(".pkl") and n != pkl[0])
+        unsafe: tuple[UnsafeGlobal, ...] = ()
+        unlisted = 0
+        walked_main: pw.Walked | None = None
+        pkl_off = offsets.get(pkl[0], (0, 0, -1))[0]
+        for entry in all_pkl:
+            w = _walk_zip_entry(zf, mm, entry, offsets, caps, not_checked)
+            if w is None:
+                continue
+            unsafe += _unsafe(w, entry)
+            unlisted += w.unlisted
+            not_checked.extend(_capped_note(w, f"entry {entry}"))
+            if entry == pkl[0]:
+                walked_main = w
+    unsafe, unlisted = _dedupe_unsafe(unsafe, unlisted)
+    common = dict(unsafe=unsafe, pickles_walked=len(all_pkl), not_checked=tuple(not_checked),
+                  unsafe_unlisted=unlisted)
+    if len(set(n.rsplit("/", 1)[0] for n in all_pkl if n.endswith("data.pkl"))) > 1:
+        common["not_checked"] = common["not_checked"] + (
+            f"the archive holds {sum(n.endswith('data.pkl') for n in all_pkl)} archive folders "
+            f"({', '.join(all_pkl[:3])}): which one torch.load reads is ambiguous; every pickle was "
+            f"walked, tensors were read from {pkl[0]} only",)
+    if walked_main is None or walked_main.capped:
+        return CheckpointFacts(path=name, format="torch-zip", size=size, problems=tuple(problems),
+                               scan_note=f"{pkl[0]} was not walked to its end; tensors not read", **common)
+    walked = walked_main
     if walked.error:
         return CheckpointFacts(path=name, format="torch-zip", size=size, problems=tuple(problems) + (Problem(
             kind="corrupt", byte_offset=pkl_off, evidence={"entry": pkl[0]},
             message=f"entry {pkl[0]} is not a complete pickle ({walked.error})"),),
-            unsafe=unsafe, pickles_walked=1, scan_note="data.pkl could not be walked")
+            scan_note="data.pkl could not be walked", **common)
+    if len(pw.top_keys(walked.root)) > caps.max_tensors or _count_refs(walked.root, caps.max_tensors):
+        return CheckpointFacts(path=name, format="torch-zip", size=size, problems=tuple(problems),
+                               scan_note="too many tensors", **{**common, "not_checked": common["not_checked"] + (
+                                   f"{pkl[0]} describes more than {caps.max_tensors} tensors, over the cap "
+                                   "(max_tensors): tensors were not read",)})
     tensors, more_problems = _zip_tensors(walked.root, prefix, offsets, byteorder, path)
     problems.extend(more_problems)
     facts = CheckpointFacts(path=name, format="torch-zip", size=size, problems=tuple(problems),
-                            unsafe=unsafe, pickles_walked=1, tensors=tuple(tensors),
-                            top_keys=pw.top_keys(walked.root), **_resume_shape(walked.root))
+                            tensors=tuple(tensors), top_keys=pw.top_keys(walked.root),
+                            **_resume_shape(walked.root), **common)
     if not scan:
         return replace(facts, scan_note="content scan not requested")
     return _scan_all(facts, mm, byteorder)
@@ -322,6 +386,63 @@ def _crc_by_zipfile(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
         return True
     except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError, EOFError):
         return False
+
+
+def _walk_zip_entry(zf: zipfile.ZipFile, mm: mmap.mmap, entry: str,
+                    offsets: Mapping[str, tuple[int, int, int]], caps: Caps,
+                    not_checked: list[str]) -> pw.Walked | None:
+    """Walk one pickle entry of a ZIP: STORED entries in place (file offsets), compressed
+    ones inflated up to the caps. None (with a note) when it cannot be walked."""
+    if entry not in offsets:
+        not_checked.append(f"entry {entry}: its local header is damaged; the pickle was not walked")
+        return None
+    off, csize, method = offsets[entry]
+    if method == zipfile.ZIP_STORED:
+        return _walk(mm, caps, off, stop=off + csize)
+    cap = min(caps.max_pickle_mb, caps.max_inflate_mb) * MIB
+    declared = zf.getinfo(entry).file_size
+    if declared > cap:
+        not_checked.append(f"entry {entry} inflates to {declared} bytes ({mib(declared)}; {csize} "
+                           f"compressed), over the cap of {mib(cap)} (max_inflate_mb/max_pickle_mb): "
+                           "the pickle was not walked")
+        return None
+    try:
+        with zf.open(entry) as fh:
+            data = fh.read(cap + 1)
+    except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError, EOFError) as e:
+        not_checked.append(f"entry {entry} cannot be inflated ({e}); the pickle was not walked")
+        return None
+    if len(data) > cap:
+        not_checked.append(f"entry {entry} inflates to more than {cap} bytes ({mib(cap)}; "
+                           f"{csize} compressed), over the cap (max_inflate_mb/max_pickle_mb): "
+                           "the pickle was not walked")
+        return None
+    return _walk(data, caps)
+
+
+def _count_refs(root: Any, limit: int) -> bool:
+    """More than `limit` tensors under root (stops counting there)."""
+    n = 0
+    for _ in pw.tensors_by_path(root):
+        n += 1
+        if n > limit:
+            return True
+    return False
+
+
+def _dedupe_unsafe(unsafe: tuple[UnsafeGlobal, ...], unlisted: int) -> tuple[tuple[UnsafeGlobal, ...], int]:
+    seen: set[tuple[str, str, str]] = set()
+    out: list[UnsafeGlobal] = []
+    for g in unsafe:
+        key = (g.module, g.name, g.entry)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(g)
+    if len(out) > _MAX_UNSAFE_LISTED:
+        unlisted += len(out) - _MAX_UNSAFE_LISTED
+        out = out[:_MAX_UNSAFE_LISTED]
+    return tuple(out), unlisted
 
 
 def _unsafe(walked: pw.Walked, entry: str) -> tuple[UnsafeGlobal, ...]:
@@ -452,7 +573,7 @@ def _zip_tensors(root: Any, prefix: str, offsets: Mapping[str, tuple[int, int, i
     return tensors, problems
 
 
-def _read_truncated_zip(path: Path, mm: mmap.mmap, size: int) -> CheckpointFacts:
+def _read_truncated_zip(path: Path, mm: mmap.mmap, size: int, caps: Caps) -> CheckpointFacts:
     """No central directory: walk the local headers to say what was written before the cut."""
     name = str(path)
     complete: list[tuple[str, int, int]] = []  # (entry, data offset, size)
@@ -502,13 +623,19 @@ def _read_truncated_zip(path: Path, mm: mmap.mmap, size: int) -> CheckpointFacts
                   "cut_at": cut_at})
     unsafe: tuple[UnsafeGlobal, ...] = ()
     walked_count = 0
+    unlisted = 0
+    notes: list[str] = []
     for entry, data_off, esize in complete:
         if entry.endswith(".pkl"):
-            walked = pw.walk(bytes(mm[data_off:data_off + esize]), base=data_off)
+            walked = _walk(mm, caps, data_off, stop=data_off + esize)
             unsafe += _unsafe(walked, entry)
+            unlisted += walked.unlisted
+            notes.extend(_capped_note(walked, f"entry {entry}"))
             walked_count += 1
+    unsafe, unlisted = _dedupe_unsafe(unsafe, unlisted)
     return CheckpointFacts(path=name, format="torch-zip", size=size, problems=(problem,), unsafe=unsafe,
-                           pickles_walked=walked_count, scan_note="the archive is cut off; tensors not read")
+                           pickles_walked=walked_count, scan_note="the archive is cut off; tensors not read",
+                           not_checked=tuple(notes), unsafe_unlisted=unlisted)
 
 
 def _find_descriptor(mm: mmap.mmap, data_off: int, size: int) -> tuple[int | None, int]:
@@ -528,24 +655,28 @@ def _find_descriptor(mm: mmap.mmap, data_off: int, size: int) -> tuple[int | Non
 
 # --- bare pickles (legacy torch.save, or not torch at all) --------------------------------
 
-def _read_pickles(path: Path, mm: mmap.mmap, size: int, first: pw.Walked) -> CheckpointFacts:
+def _read_pickles(path: Path, mm: mmap.mmap, size: int, first: pw.Walked, caps: Caps) -> CheckpointFacts:
     name = str(path)
-    data = mm[: min(size, 64 * 1024 * 1024)]
     unsafe = list(_unsafe(first, ""))
+    unlisted = first.unlisted
+    notes = list(_capped_note(first, "the pickle"))
     walked = 1
     legacy = isinstance(first.root, int) and not isinstance(first.root, bool) and first.root == LEGACY_MAGIC
-    if legacy and not first.error:
+    if legacy and not first.error and not first.capped:
         # protocol version, sys_info, the object, the storage keys; raw storages follow.
         pos = first.end
         for _ in range(4):
-            if pos >= len(data):
+            if pos >= size:
                 break
-            w = pw.walk(data, start=pos)
+            w = _walk(mm, caps, pos)
             walked += 1
             unsafe.extend(_unsafe(w, ""))
-            if w.error:
+            unlisted += w.unlisted
+            notes.extend(_capped_note(w, f"the pickle at byte {pos}"))
+            if w.error or w.capped:
                 break
             pos = w.end
+        listed, unlisted = _dedupe_unsafe(tuple(unsafe), unlisted)
         problem = Problem(
             kind="legacy", byte_offset=0,
             message=("pre-1.6 torch.save format (a bare pickle followed by raw storages): its tensors "
@@ -553,16 +684,120 @@ def _read_pickles(path: Path, mm: mmap.mmap, size: int, first: pw.Walked) -> Che
                      "globals were checked without running it. Re-save with torch >= 1.6 to have it judged"),
             evidence={"pickles_walked": walked})
         return CheckpointFacts(path=name, format="torch-legacy", size=size, problems=(problem,),
-                               unsafe=tuple(unsafe), pickles_walked=walked,
-                               scan_note="pre-1.6 torch format; tensors not read")
+                               unsafe=listed, pickles_walked=walked, unsafe_unlisted=unlisted,
+                               not_checked=tuple(notes), scan_note="pre-1.6 torch format; tensors not read")
+    listed, unlisted = _dedupe_unsafe(tuple(unsafe), unlisted)
+    common = dict(unsafe=listed, pickles_walked=walked, unsafe_unlisted=unlisted, not_checked=tuple(notes),
+                  scan_note="not a torch checkpoint; tensors not read")
+    if first.error:
+        why = (f"a damaged pickle ({first.error}, byte {first.stopped_at}); its globals up to there "
+               "were checked without running it")
+        return CheckpointFacts(path=name, format="pickle", size=size,
+                               problems=(Problem(kind="unreadable", byte_offset=0, message=why),), **common)
+    if is_pickle_name(path.name):
+        # A pickle by name (model.pkl, training_args.bin, *.joblib): what matters is the
+        # code it would run, and that was checked in full. Nothing in it is weights.
+        return CheckpointFacts(path=name, format="pickle", size=size, **common)
     why = ("a bare pickle, not a torch.save archive: nothing in it is judged as weights; its "
            "globals were checked without running it")
-    if first.error:
-        why = f"a damaged pickle ({first.error}); its globals up to there were checked without running it"
     return CheckpointFacts(path=name, format="pickle", size=size,
-                           problems=(Problem(kind="unreadable", byte_offset=0, message=why),),
-                           unsafe=tuple(unsafe), pickles_walked=walked,
-                           scan_note="not a torch checkpoint; tensors not read")
+                           problems=(Problem(kind="unreadable", byte_offset=0, message=why),), **common)
+
+
+# --- torch's legacy tar format ---------------------------------------------------------------
+
+def _is_legacy_tar(mm: mmap.mmap, size: int) -> bool:
+    # A POSIX tar whose first member is one of the four torch wrote (torch < 0.4 tar
+    # format, still read by torch.load): "sys_info", "pickle", "tensors", "storages".
+    if size < 512 or mm[257:262] != b"ustar":
+        return False
+    first = bytes(mm[0:100]).split(b"\0", 1)[0]
+    return first in (b"sys_info", b"pickle", b"tensors", b"storages")
+
+
+def _read_legacy_tar(path: Path, mm: mmap.mmap, size: int, caps: Caps) -> CheckpointFacts:
+    """torch's oldest format: a tar of four members, all read by torch.load with pickle.
+
+        sys_info   one pickle
+        pickle     the object, one pickle (tensors as persistent ids)
+        storages   a pickle (count), then per storage: a pickle (key, location, type),
+                   an int64 element count and the raw bytes
+        tensors    a pickle (count), then per tensor: a pickle (key, storage id, type),
+                   int32 ndim, 4 bytes, ndim int64 sizes, ndim int64 strides, int64 offset
+    Every pickle is walked; the raw parts are skipped by their recorded lengths."""
+    import tarfile
+
+    name = str(path)
+    unsafe: list[UnsafeGlobal] = []
+    unlisted = 0
+    notes: list[str] = []
+    walked = 0
+    try:
+        with tarfile.open(path, mode="r:") as tar:
+            members = [m for m in tar.getmembers()[:64] if m.isfile()]
+    except (tarfile.TarError, OSError, EOFError) as e:
+        return CheckpointFacts(path=name, format="torch-tar", size=size, problems=(Problem(
+            kind="unreadable", byte_offset=0, message=f"a tar archive that cannot be listed ({e})"),))
+    for m in members:
+        start, stop = m.offset_data, min(m.offset_data + m.size, size)
+        pos = start
+        count = 1 if m.name in ("sys_info", "pickle") else None
+        index = 0
+        while pos < stop:
+            w = _walk(mm, caps, pos, stop=stop)
+            walked += 1
+            unsafe.extend(_unsafe(w, m.name))
+            unlisted += w.unlisted
+            notes.extend(_capped_note(w, f"member {m.name}"))
+            if w.error or w.capped:
+                if w.error:
+                    notes.append(f"member {m.name}: pickle {index} is damaged ({w.error}); the rest of "
+                                 "the member was not walked")
+                break
+            pos = w.end
+            if count is None:  # the leading count of storages/tensors
+                count = w.root if isinstance(w.root, int) and not isinstance(w.root, bool) else 0
+                count += 1
+            index += 1
+            if index >= count:
+                break
+            if m.name == "storages" and index > 1:
+                pos = _skip_storage(w.root, mm, pos, stop)
+            elif m.name == "tensors" and index > 1:
+                pos = _skip_tensor_header(mm, pos, stop)
+            if pos < 0:
+                notes.append(f"member {m.name}: record {index - 1} is not understood; the rest of the "
+                             "member was not walked")
+                break
+        if m.name not in ("sys_info", "pickle", "storages", "tensors"):
+            notes.append(f"member {m.name}: not one torch writes; walked as pickles where it could be")
+    listed, unlisted = _dedupe_unsafe(tuple(unsafe), unlisted)
+    return CheckpointFacts(path=name, format="torch-tar", size=size, problems=(Problem(
+        kind="legacy", byte_offset=0,
+        message=("torch's legacy tar format (torch < 0.4): its tensors are not read by this version; "
+                 "every pickle in it was checked without running it")),),
+        unsafe=listed, unsafe_unlisted=unlisted, pickles_walked=walked, not_checked=tuple(notes),
+        scan_note="legacy tar format; tensors not read")
+
+
+def _skip_storage(root: Any, mm: mmap.mmap, pos: int, stop: int) -> int:
+    """Past one storage's raw bytes: int64 element count, then count x element size."""
+    stype = root[2] if isinstance(root, tuple) and len(root) >= 3 else None
+    dtype = _STORAGE_DTYPES.get(stype.name) if isinstance(stype, pw.Global) else None
+    itemsize = ITEMSIZE.get(dtype or "")
+    if itemsize is None or pos + 8 > stop:
+        return -1
+    n, = struct.unpack_from("<q", mm, pos)
+    end = pos + 8 + n * itemsize
+    return end if 0 <= n and end <= stop else -1
+
+
+def _skip_tensor_header(mm: mmap.mmap, pos: int, stop: int) -> int:
+    if pos + 8 > stop:
+        return -1
+    ndim, = struct.unpack_from("<i", mm, pos)
+    end = pos + 8 + 16 * ndim + 8
+    return end if 0 <= ndim <= 64 and end <= stop else -1
 
 
 # --- safetensors ----------------------------------------------------------------------------
@@ -574,7 +809,7 @@ def _looks_like_safetensors(head: bytes, size: int) -> bool:
     return 2 <= n <= min(size - 8, _SAFETENSORS_MAX_HEADER) and head[8:9] == b"{"
 
 
-def _read_safetensors(path: Path, mm: mmap.mmap, size: int, scan: bool) -> CheckpointFacts:
+def _read_safetensors(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Caps) -> CheckpointFacts:
     name = str(path)
 
     def bad(kind: str, message: str, offset: int, **evidence: Any) -> CheckpointFacts:
@@ -608,6 +843,11 @@ def _read_safetensors(path: Path, mm: mmap.mmap, size: int, scan: bool) -> Check
         return bad("bad-header", "header is JSON but not an object", 8, header_length=n)
     data_start = 8 + n
     data_len = size - data_start
+    if len(header) - ("__metadata__" in header) > caps.max_tensors:
+        return CheckpointFacts(path=name, format="safetensors", size=size, scan_note="too many tensors",
+                               not_checked=(f"the header lists {len(header) - ('__metadata__' in header)} "
+                                            f"tensors, over the cap of {caps.max_tensors} (max_tensors): "
+                                            "tensors were not checked",))
     entries = []
     for tname, spec in header.items():
         if tname == "__metadata__":

@@ -51,6 +51,7 @@ from typing import Annotated, Any, Callable, Iterable, Iterator, Literal, Mappin
 import msgspec
 import xxhash
 
+from ..caps import DEFAULT_CAPS, MIB
 from ..model import ReadError, Span
 
 _hash = xxhash.xxh3_64_intdigest
@@ -62,6 +63,8 @@ _hash = xxhash.xxh3_64_intdigest
 # 128 KiB was best or within noise of it: 2 MiB chunks cost +12% on the 1M-line file and
 # 512 KiB chunks +15% on the 10k-line buffer with its 10 broken rows.
 CHUNK_BYTES = 1 << 17
+# A longer row is streamed past unread (caps.py max_row_mb holds the why).
+DEFAULT_MAX_ROW = DEFAULT_CAPS.max_row_mb * MIB
 # After a broken line, the rest of its chunk is decoded in pieces this big: a dataset with
 # a broken line every few hundred rows then costs ~1.1x one clean pass, not ~2x.
 _PIECE_BYTES = 1 << 15
@@ -145,6 +148,9 @@ EMPTY_TURN = "empty-turn"          # a non-assistant turn with no content
 BAD_MESSAGES = "bad-messages"      # messages is not a list of objects
 CONTENT_PARTS = "content-parts"    # message content given as a list of (multimodal) parts
 CHOSEN_EQUALS_REJECTED = "chosen-equals-rejected"
+# Valid or not, the row could not be read: nested deeper than the decoder goes, or longer
+# than the row cap (caps.py max_row_mb). NOT-CHECKED, never a malformed-row FAIL.
+UNREADABLE_ROW = "unreadable-row"
 
 Number = float | int | str | bool | None
 
@@ -509,7 +515,8 @@ def scan_line(line: int, raw: bytes) -> LineFacts:
                      column=col + 1),))
     except RecursionError:
         return LineFacts(line=line, format=None, problems=(
-            _problem(line, MALFORMED, "JSON nested too deeply to read", 0, width),))
+            _problem(line, UNREADABLE_ROW, "JSON nested too deeply to read (the decoder's depth limit); "
+                     "the row was not checked", 0, width),))
     return check_record(line, obj, width)
 
 
@@ -701,6 +708,15 @@ class _Scanner:
             self.format_rows[f.format] = self.format_rows.get(f.format, 0) + 1
             if f.format not in self.format_first or self.format_first[f.format] > f.line:
                 self.format_first[f.format] = f.line
+
+    def unread(self, line: int, size: int, cap: int) -> None:
+        """A row over the row cap: streamed past, never decoded or hashed."""
+        f = LineFacts(line=line, format=None, problems=(_problem(
+            line, UNREADABLE_ROW, f"the row is {size} bytes ({size / 2**20:.1f} MiB), over the cap of "
+            f"{cap // 2**20} MiB for one row (max_row_mb): not read", 0, 0, bytes=size, cap=cap),))
+        self.take(f)
+        self.exact.append(f.exact)
+        self.near.append(f.near)
 
     def learn(self, lines: Iterable[bytes]) -> None:
         for raw in lines:
@@ -1026,26 +1042,70 @@ def _problem_lines(problems: list[LineProblem]) -> list[LineProblem]:
     return sorted(problems, key=lambda p: (p.line, p.start, p.kind))
 
 
-def _chunks(fh: Any, first: bytes) -> Iterator[bytes]:
-    """Whole-line chunks: each ends with a newline except possibly the last."""
-    rest = first
+class _OverCap(bytes):
+    """Stands in for one line longer than the row cap, which was streamed past unread:
+    `size` is its length in bytes (with its newline, when it has one)."""
+
+    size: int
+
+
+def _over_cap(size: int) -> _OverCap:
+    marker = _OverCap(b"\n")
+    marker.size = size
+    return marker
+
+
+def _chunks(fh: Any, first: bytes, max_row: int = 0) -> Iterator[bytes]:
+    """Whole-line chunks: each ends with a newline except possibly the last. A line
+    longer than `max_row` bytes is not kept: it is streamed past and yielded as one
+    _OverCap (parts of a long line are collected in a list, never re-concatenated)."""
+    max_row = max_row or DEFAULT_MAX_ROW
+    parts = [first] if first else []
+    held = len(first)
+    skipping = 0  # bytes of an over-cap line streamed past so far (0: not skipping)
     while True:
         block = fh.read(CHUNK_BYTES)
         if not block:
-            if rest:
-                yield rest
+            if skipping:
+                yield _over_cap(skipping)
+            elif parts:
+                yield b"".join(parts)
             return
+        if skipping:
+            nl = block.find(b"\n")
+            if nl < 0:
+                skipping += len(block)
+                continue
+            yield _over_cap(skipping + nl + 1)
+            skipping, block = 0, block[nl + 1:]
         cut = block.rfind(b"\n")
         if cut < 0:
-            rest += block
+            parts.append(block)
+            held += len(block)
+            if held > max_row:
+                # Only whole lines before the long one are kept: they go out first.
+                joined = b"".join(parts)
+                start = joined.rfind(b"\n") + 1
+                if start:
+                    yield joined[:start]
+                skipping, parts, held = len(joined) - start, [], 0
             continue
-        yield rest + block[: cut + 1] if rest else block[: cut + 1]
-        rest = block[cut + 1:]
+        yield b"".join(parts + [block[: cut + 1]]) if parts else block[: cut + 1]
+        parts = [block[cut + 1:]] if cut + 1 < len(block) else []
+        held = len(block) - cut - 1
 
 
-def _memory_chunks(data: bytes, start: int) -> Iterator[bytes]:
+def _memory_chunks(data: bytes, start: int, max_row: int = 0) -> Iterator[bytes]:
+    max_row = max_row or DEFAULT_MAX_ROW
     pos, n = start, len(data)
     while pos < n:
+        nl = data.find(b"\n", pos, pos + max_row + 1)
+        if nl < 0 and n - pos > max_row:  # one line longer than the row cap
+            nl = data.find(b"\n", pos)
+            end = n if nl < 0 else nl + 1
+            yield _over_cap(end - pos)
+            pos = end
+            continue
         end = data.rfind(b"\n", pos, pos + CHUNK_BYTES)
         end = n if end < 0 or pos + CHUNK_BYTES >= n else end + 1
         yield data[pos:end]
@@ -1055,9 +1115,10 @@ def _memory_chunks(data: bytes, start: int) -> Iterator[bytes]:
 class _Source:
     """A file or an in-memory buffer, read from the start."""
 
-    def __init__(self, path: Path, data: bytes | None) -> None:
+    def __init__(self, path: Path, data: bytes | None, max_row: int = 0) -> None:
         self.path, self.data = path, data
         self.fh: Any = None
+        self.max_row = max_row
 
     def __enter__(self) -> "_Source":
         if self.data is None:
@@ -1078,8 +1139,8 @@ class _Source:
 
     def chunks(self, head: bytes, skip: int) -> Iterator[bytes]:
         if self.data is not None:
-            return _memory_chunks(self.data, skip)
-        return _chunks(self.fh, head[skip:])
+            return _memory_chunks(self.data, skip, self.max_row)
+        return _chunks(self.fh, head[skip:], self.max_row)
 
     def size(self) -> int:
         return len(self.data) if self.data is not None else os.fstat(self.fh.fileno()).st_size
@@ -1100,14 +1161,15 @@ def _newline_counter(size: int) -> Callable[[bytes], int]:
     return lambda chunk: int(count_nonzero(frombuffer(chunk, u8) == newline))
 
 
-def scan_dataset(path: Path | str, data: bytes | None = None) -> DatasetScan:
+def scan_dataset(path: Path | str, data: bytes | None = None, *, max_row_bytes: int = 0) -> DatasetScan:
     """Stream a JSONL dataset (or read a JSON array of records) into a DatasetScan.
+    A row longer than `max_row_bytes` (default: caps.py max_row_mb) is not read.
 
     Raises ReadError (one line) when the file cannot be read at all."""
     path = Path(path)
     name = str(path)
     try:
-        with _Source(path, data) as src:
+        with _Source(path, data, max_row_bytes) as src:
             head = src.head(CHUNK_BYTES)
             bom = head.startswith(BOM)
             skip = 3 if bom else 0
@@ -1138,6 +1200,11 @@ def _scan_jsonl(name: str, src: _Source, head: bytes, skip: int, bom: bool, crlf
     gc.disable()  # the chunk path allocates only acyclic objects; GC passes are pure cost
     try:
         for chunk in src.chunks(head, skip):
+            if isinstance(chunk, _OverCap):
+                size += chunk.size
+                sc.unread(base, chunk.size, src.max_row or DEFAULT_MAX_ROW)
+                base += 1
+                continue
             size += len(chunk)
             n = newlines(chunk) + (0 if chunk.endswith(b"\n") else 1)
             sc.run(base, chunk, n)

@@ -118,6 +118,49 @@ SAFE_GLOBALS: frozenset[tuple[str, str]] = frozenset({
     ("numpy.random._pickle", "__randomstate_ctor"),
     ("numpy.random._pickle", "__bit_generator_ctor"),
     ("numpy.random._pickle", "__generator_ctor"),
+    # np.random.Generator / BitGenerator state (rng files of numpy >= 1.17 code)
+    ("numpy.random._pcg64", "PCG64"),
+    ("numpy.random._mt19937", "MT19937"),
+    ("numpy.random._philox", "Philox"),
+    ("numpy.random._sfc64", "SFC64"),
+    ("numpy.random.bit_generator", "SeedSequence"),
+    ("numpy.random.bit_generator", "__pyx_unpickle_SeedSequence"),
+    # The enums of TrainingArguments' fields (training_args.bin): calling an Enum class
+    # with a value only looks the member up.
+    ("transformers.trainer_utils", "SchedulerType"),
+    ("transformers.trainer_utils", "IntervalStrategy"),
+    ("transformers.trainer_utils", "SaveStrategy"),
+    ("transformers.trainer_utils", "HubStrategy"),
+    ("transformers.trainer_utils", "FSDPOption"),
+    ("transformers.trainer_utils", "HPSearchBackend"),
+    ("transformers.training_args", "OptimizerNames"),
+    ("transformers.training_args", "ParallelMode"),
+    ("transformers.debug_utils", "DebugOption"),
+    ("accelerate.utils.dataclasses", "DistributedType"),
+})
+
+# Classes that HF `training_args.bin` (a pickled TrainingArguments, torch.save'd by the
+# Trainer) and its relatives hold. The unpickler creates each with `cls.__new__` (NEWOBJ)
+# and fills its __dict__ (BUILD; none of them defines __setstate__): no method of theirs
+# runs. Calling one (REDUCE/INST/OBJ) would run its __init__/__post_init__ with arguments
+# from the file, so that use is flagged. Checked against files transformers 5.24 and
+# accelerate 1.16 write; the TRL configs are TrainingArguments subclasses by TRL's module
+# layout.
+NEW_ONLY_GLOBALS: frozenset[tuple[str, str]] = frozenset({
+    ("transformers.training_args", "TrainingArguments"),
+    ("transformers.training_args_seq2seq", "Seq2SeqTrainingArguments"),
+    ("transformers.trainer_pt_utils", "AcceleratorConfig"),
+    ("accelerate.state", "PartialState"),
+    ("trl.trainer.sft_config", "SFTConfig"),
+    ("trl.trainer.dpo_config", "DPOConfig"),
+    ("trl.trainer.grpo_config", "GRPOConfig"),
+    ("trl.trainer.reward_config", "RewardConfig"),
+    ("trl.trainer.kto_config", "KTOConfig"),
+    ("trl.trainer.orpo_config", "ORPOConfig"),
+    ("trl.trainer.cpo_config", "CPOConfig"),
+    ("trl.trainer.ppo_config", "PPOConfig"),
+    # joblib.dump's array holder: created empty, its state set, the array bytes follow
+    ("joblib.numpy_pickle", "NumpyArrayWrapper"),
 })
 
 # Globals known to run code, with what they would do: named in the finding's message.
@@ -193,10 +236,15 @@ def danger_of(module: str, name: str) -> str:
     """What calling this global does, in a few words ("" when nothing specific is known)."""
     if (module, name) in _DANGER:
         return _DANGER[(module, name)]
-    for mod, what in _DANGER_MODULES.items():
-        if module == mod or module.startswith(mod + "."):
+    # "a.b.c" is dangerous when "a", "a.b" or "a.b.c" is: one lookup per dotted prefix.
+    at = -1
+    while True:
+        at = module.find(".", at + 1)
+        what = _DANGER_MODULES.get(module if at < 0 else module[:at])
+        if what is not None:
             return what
-    return ""
+        if at < 0:
+            return ""
 
 
 # --- symbolic values ---------------------------------------------------------------------
@@ -269,22 +317,64 @@ class GlobalUse:
 
 @dataclass
 class Walked:
-    """What one pickle would build: the root value and every global it names."""
+    """What one pickle would build: the root value and every global it names (each
+    (module, name) once, at its first opcode)."""
 
     root: Any
     globals: list[GlobalUse]
     end: int  # byte offset just past STOP
     error: str = ""  # the walk stopped early (truncated, malformed): why
+    capped: str = ""  # the walk stopped at a size cap: which, and how far it got
+    ops: int = 0  # opcodes replayed
+    stopped_at: int = 0  # byte offset (from data[0]) where the walk ended or stopped
+    unlisted: int = 0  # distinct globals named past the first _MAX_DISTINCT_GLOBALS
+
+
+# A real checkpoint names a dozen distinct globals; a pickle naming millions is an attack
+# on the reader's memory. Past this many the rest are counted, not kept.
+_MAX_DISTINCT_GLOBALS = 10_000
 
 
 class WalkError(Exception):
     pass
 
 
+class _Bounded:
+    """A read-only stream over data[:limit] that never reads (or allocates) past the
+    limit: `pickletools.genops` reads an opcode's argument with one read(n), and n comes
+    from the file (BINBYTES8 may claim 2**60 bytes)."""
+
+    def __init__(self, data: Any, limit: int) -> None:
+        self._data = data
+        self._limit = min(limit, len(data))
+        self._pos = 0
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self._pos = max(0, min(pos if whence == 0 else self._pos + pos, self._limit))
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = self._limit if n < 0 else min(self._pos + n, self._limit)
+        out = bytes(self._data[self._pos:end])
+        self._pos = end
+        return out
+
+    def readline(self) -> bytes:
+        at = self._data.find(b"\n", self._pos, self._limit)
+        return self.read((at + 1 - self._pos) if at >= 0 else -1)
+
+
 _REBUILD_V2 = {("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_tensor"),
                ("torch._utils", "_rebuild_tensor_v3")}
 _REBUILD_PASSTHROUGH = {("torch._utils", "_rebuild_parameter"),
                         ("torch._utils", "_rebuild_parameter_with_state")}
+_JOBLIB_ARRAY = ("joblib.numpy_pickle", "NumpyArrayWrapper")
+# numpy dtype codes as joblib pickles them (`numpy.dtype('f8', False, True)`): the
+# digits are the item size; these letters have no digits.
+_DTYPE_ONE_BYTE = {"b1", "?", "b", "B"}
 
 
 def _as_tuple(v: Any) -> tuple:
@@ -322,20 +412,70 @@ def _call(func: Any, args: Any) -> Any:
     return Call(func=func, args=args)
 
 
-def walk(data: bytes, start: int = 0, base: int = 0) -> Walked:
-    """Replay the one pickle that starts at data[start]. Never imports, never calls.
+def _joblib_array_bytes(state: Any) -> tuple[int, bool, bool] | None:
+    """(bytes of raw array data that follow the BUILD, aligned, object dtype) for a joblib
+    NumpyArrayWrapper's state, or None when the state is not understood.
 
+    joblib.dump writes an array's bytes straight into the pickle stream right after the
+    wrapper's BUILD: [one padding-length byte, padding] when the state has
+    numpy_array_alignment_bytes, then shape x itemsize bytes; an object array is a nested
+    pickle there instead."""
+    if not isinstance(state, SymDict):
+        return None
+    fields = {k: v for k, v in state.items if isinstance(k, str)}
+    shape, dtype = fields.get("shape"), fields.get("dtype")
+    if not isinstance(shape, tuple) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        return None
+    if not (isinstance(dtype, Call) and isinstance(dtype.args, tuple) and dtype.args
+            and isinstance(dtype.args[0], str)):
+        return None
+    code = dtype.args[0]
+    aligned = fields.get("numpy_array_alignment_bytes") is not None
+    if code.startswith("O"):
+        return 0, aligned, True
+    digits = "".join(ch for ch in code if ch.isdigit())
+    if digits:
+        itemsize = int(digits)
+    elif code in _DTYPE_ONE_BYTE:
+        itemsize = 1
+    else:
+        return None
+    count = 1
+    for s in shape:
+        count *= s
+    return count * itemsize, aligned, False
+
+
+def walk(data: Any, start: int = 0, base: int = 0, *, stop: int | None = None,
+         max_bytes: int | None = None, max_ops: int | None = None) -> Walked:
+    """Replay the one pickle that starts at data[start] (and ends by data[stop]). Never
+    imports, never calls.
+
+    `data` is bytes or an mmap; at most `max_bytes` of it (from `start`) are read and at
+    most `max_ops` opcodes replayed — past either the walk stops with `capped` saying so.
     Opcode positions count from data[0]; `base` is added so reported offsets are file
     offsets (data may be one ZIP entry of the file).
     """
-    stream = io.BytesIO(data)
+    region_end = len(data) if stop is None else min(stop, len(data))
+    limit = region_end if max_bytes is None else min(region_end, start + max_bytes)
+    if isinstance(data, bytes) and limit == len(data):
+        stream: Any = io.BytesIO(data)  # shares the bytes, no copy
+    else:
+        stream = _Bounded(data, limit)
     stream.seek(start)
     stack: list[Any] = []
     marks: list[list[Any]] = []
     memo: dict[Any, Any] = {}
     used: list[GlobalUse] = []
+    first_use: dict[tuple[str, str], int] = {}  # (module, name) -> index in `used`
+    new_only: dict[int, tuple[str, str]] = {}  # id(Global) of a construct-only class
     end = 0
     error = ""
+    capped = ""
+    ops = 0
+    unlisted = 0  # distinct globals past _MAX_DISTINCT_GLOBALS: counted, not listed
+    nested_stops = 0  # joblib object arrays: nested pickles whose STOP is not ours
+    pos = start
 
     def pop_mark() -> list[Any]:
         nonlocal stack
@@ -343,35 +483,84 @@ def walk(data: bytes, start: int = 0, base: int = 0) -> Walked:
         stack = marks.pop() if marks else []
         return items
 
-    def note_global(module: str, name: str, pos: int) -> Global:
+    def note_global(module: str, name: str, at: int) -> Global:
         mod, nm = canonical(module, name)
-        allowed = is_allowed(mod, nm)
-        used.append(GlobalUse(module=mod, name=nm, offset=base + pos, allowed=allowed,
-                              danger="" if allowed else danger_of(mod, nm)))
-        return Global(mod, nm, base + pos)
+        g = Global(mod, nm, base + at)
+        key = (mod, nm)
+        if key in NEW_ONLY_GLOBALS:
+            new_only[id(g)] = key
+        if key not in first_use:
+            if len(used) >= _MAX_DISTINCT_GLOBALS:
+                nonlocal unlisted
+                unlisted += 1
+                return g
+            allowed = is_allowed(mod, nm) or key in NEW_ONLY_GLOBALS
+            first_use[key] = len(used)
+            used.append(GlobalUse(module=mod, name=nm, offset=base + at, allowed=allowed,
+                                  danger="" if allowed else danger_of(mod, nm)))
+        return g
+
+    def calling(func: Any) -> None:
+        """`func(*args)` is called (REDUCE, INST, OBJ): a construct-only class is not safe
+        to call, since its __init__ would run with arguments from the file."""
+        key = new_only.get(id(func)) if isinstance(func, Global) else None
+        if key is None:
+            return
+        i = first_use[key]
+        if used[i].allowed:
+            used[i] = GlobalUse(module=key[0], name=key[1], offset=func.offset, allowed=False,
+                                danger="calls the class with arguments from the file (runs its "
+                                       "__init__); files of this kind only create it without a call")
 
     try:
         for op, arg, pos in pickletools.genops(stream):
-            name = op.name
-            if name in ("PROTO", "FRAME"):
-                continue
-            if name == "STOP":
-                end = pos + 1
+            ops += 1
+            if max_ops is not None and ops > max_ops:
+                capped = f"stopped after {max_ops} opcodes (cap max_pickle_ops) at byte {base + pos}"
                 break
-            if name == "MARK":
+            name = op.name
+            if name in ("BINPUT", "LONG_BINPUT", "PUT"):
+                memo[arg] = stack[-1]
+            elif name == "MEMOIZE":
+                memo[len(memo)] = stack[-1]
+            elif name in ("BINGET", "LONG_BINGET", "GET"):
+                stack.append(memo.get(arg, Opaque()))
+            elif name in ("SHORT_BINUNICODE", "BINUNICODE", "BININT", "BININT1", "BININT2",
+                          "BINFLOAT", "LONG1", "SHORT_BINSTRING", "SHORT_BINBYTES", "BINSTRING",
+                          "BINBYTES", "INT", "LONG", "LONG4", "FLOAT", "STRING", "BINBYTES8",
+                          "UNICODE", "BINUNICODE8", "BYTEARRAY8"):
+                stack.append(arg)
+            elif name == "MARK":
                 marks.append(stack)
                 stack = []
-            elif name in ("NONE",):
+            elif name == "GLOBAL":
+                module, _, gname = str(arg).partition(" ")
+                stack.append(note_global(module, gname, pos))
+            elif name == "STACK_GLOBAL":
+                gname = stack.pop()
+                module = stack.pop()
+                if not isinstance(module, str) or not isinstance(gname, str):
+                    # A global whose name is computed: cannot be allow-listed.
+                    used.append(GlobalUse(module=repr(module)[:60], name=repr(gname)[:60],
+                                          offset=base + pos, allowed=False,
+                                          danger="a global whose name is computed at load time"))
+                    stack.append(Opaque())
+                else:
+                    stack.append(note_global(module, gname, pos))
+            elif name in ("PROTO", "FRAME"):
+                continue
+            elif name == "STOP":
+                if nested_stops:
+                    nested_stops -= 1  # a joblib object array's own pickle ends here
+                    continue
+                end = pos + 1
+                break
+            elif name == "NONE":
                 stack.append(None)
             elif name == "NEWTRUE":
                 stack.append(True)
             elif name == "NEWFALSE":
                 stack.append(False)
-            elif name in ("INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4",
-                          "FLOAT", "BINFLOAT", "STRING", "BINSTRING", "SHORT_BINSTRING",
-                          "BINBYTES", "SHORT_BINBYTES", "BINBYTES8", "UNICODE",
-                          "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "BYTEARRAY8"):
-                stack.append(arg)
             elif name == "EMPTY_TUPLE":
                 stack.append(())
             elif name == "TUPLE1":
@@ -423,33 +612,16 @@ def walk(data: bytes, start: int = 0, base: int = 0) -> Walked:
                 pop_mark()
             elif name == "DUP":
                 stack.append(stack[-1])
-            elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
-                memo[arg] = stack[-1]
-            elif name == "MEMOIZE":
-                memo[len(memo)] = stack[-1]
-            elif name in ("GET", "BINGET", "LONG_BINGET"):
-                stack.append(memo.get(arg, Opaque()))
-            elif name == "GLOBAL":
-                module, _, gname = str(arg).partition(" ")
-                stack.append(note_global(module, gname, pos))
-            elif name == "STACK_GLOBAL":
-                gname = stack.pop()
-                module = stack.pop()
-                if not isinstance(module, str) or not isinstance(gname, str):
-                    # A global whose name is computed: cannot be allow-listed.
-                    used.append(GlobalUse(module=repr(module)[:60], name=repr(gname)[:60],
-                                          offset=base + pos, allowed=False,
-                                          danger="a global whose name is computed at load time"))
-                    stack.append(Opaque())
-                else:
-                    stack.append(note_global(module, gname, pos))
             elif name == "INST":
                 module, _, gname = str(arg).partition(" ")
                 cls = note_global(module, gname, pos)
                 items = pop_mark()
+                calling(cls)
                 stack.append(_call(cls, tuple(items)))
             elif name == "OBJ":
                 items = pop_mark()
+                if items:
+                    calling(items[0])
                 stack.append(_call(items[0], tuple(items[1:])) if items else Opaque())
             elif name == "NEWOBJ":
                 args = stack.pop()
@@ -463,12 +635,28 @@ def walk(data: bytes, start: int = 0, base: int = 0) -> Walked:
             elif name == "REDUCE":
                 args = stack.pop()
                 func = stack.pop()
+                calling(func)
                 stack.append(_call(func, args))
             elif name == "BUILD":
                 state = stack.pop()
                 target = stack[-1]
                 if isinstance(target, Call):
                     target.state = state
+                    if isinstance(target.func, Global) and (target.func.module, target.func.name) == _JOBLIB_ARRAY:
+                        raw = _joblib_array_bytes(state)
+                        if raw is None:
+                            raise WalkError("a joblib array whose shape or dtype is not understood")
+                        nbytes, aligned, nested = raw
+                        if nested:
+                            nested_stops += 1
+                        else:
+                            skip = stream.tell()
+                            if aligned:
+                                padding = stream.read(1)
+                                skip += 1 + (padding[0] if padding else 0)
+                            stream.seek(skip + nbytes)
+                            if skip + nbytes > limit:
+                                raise ValueError(f"joblib array data runs past byte {limit}")
             elif name == "PERSID":
                 stack.append(Persistent(arg))
             elif name == "BINPERSID":
@@ -489,8 +677,13 @@ def walk(data: bytes, start: int = 0, base: int = 0) -> Walked:
         error = str(e).splitlines()[0] if str(e) else "malformed pickle"
     except (IndexError, KeyError, TypeError, AttributeError, WalkError) as e:
         error = f"malformed pickle ({type(e).__name__} at a stack operation)"
-    root = stack[-1] if stack and not error else (stack[-1] if stack else None)
-    return Walked(root=root, globals=used, end=end, error=error)
+    stopped = stream.tell()
+    if error and limit < region_end and stopped >= limit - 1:
+        # Not damage: the walk reached the byte cap before the pickle ended.
+        error, capped = "", f"stopped at the byte cap of {limit - start} bytes (cap max_pickle_mb)"
+    root = stack[-1] if stack else None
+    return Walked(root=root, globals=used, end=end, error=error, capped=capped, ops=ops,
+                  stopped_at=base + stopped, unlisted=unlisted)
 
 
 def _extend(target: Any, items: list) -> None:

@@ -27,7 +27,7 @@ import re
 from itertools import compress, repeat
 from operator import and_, attrgetter, is_not
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -35,6 +35,9 @@ from ..model import EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LR, THROUGHPUT, ReadError
 from . import adjacent
 from .common import Columns, decode_json, to_float, to_step
 from .jsonpos import array_start, element_ranges, indented_spans
+
+if TYPE_CHECKING:
+    from ..caps import Caps
 
 
 class _Entry(msgspec.Struct):
@@ -63,6 +66,24 @@ SERIES_KEYS = ((LOSS, "loss"), (EVAL_LOSS, "eval_loss"), (LR, "learning_rate"),
          (GRAD_NORM, "grad_norm"), (EPOCH, "epoch"), (THROUGHPUT, "train_samples_per_second"))
 
 _CKPT_NAME = re.compile(r"checkpoint-(\d+)")
+
+
+def check_caps(path: str | Path, data: bytes | None, caps: "Caps", *, entries: bool = False) -> None:
+    """ReadError (NOT-CHECKED, with the size and the cap) for a log over the caps: its
+    size before it is read (data None), and for a trainer_state.json the number of log
+    entries before they are parsed (counted by their "step" keys, in C)."""
+    from ..caps import MIB, mib
+
+    name = str(path)
+    size = Path(path).stat().st_size if data is None else len(data)
+    if size > caps.max_log_mb * MIB:
+        raise ReadError(f"{name}: {size} bytes ({mib(size)}), over the cap of {caps.max_log_mb} MiB "
+                        "for a log (max_log_mb): not read")
+    if entries and data is not None:
+        n = data.count(b'"step"')
+        if n > caps.max_log_entries:
+            raise ReadError(f"{name}: about {n} log entries (\"step\" keys), over the cap of "
+                            f"{caps.max_log_entries} (max_log_entries): not parsed")
 
 
 def looks_like_trainer_state(head: bytes) -> bool:

@@ -134,7 +134,12 @@ dtypes, containers and the numpy helpers of rng_state files — `os.system`,
 `builtins.exec`, `subprocess.*` and anything else; located at the opcode's byte offset.
 Why it matters: `torch.load(weights_only=False)` and `pickle.load` import the global and
 call it with arguments from the file: the checkpoint runs code on whoever loads it. It
-was never run here: opcodes were decoded, not executed.
+was never run here: opcodes were decoded, not executed. Every pickle-bearing file of a
+run folder is walked: `*.pt/.pth/.bin/.ckpt`, `*.pkl/.pickle/.joblib`, `*.pth.tar`, torch's
+legacy tar format, HF's `training_args.bin`, `optimizer.pt`, `scheduler.pt`,
+`rng_state*.pth`. The classes those files legitimately hold (TrainingArguments and its
+enums, numpy random-state helpers, joblib's array holder) are allowed; TrainingArguments-
+like classes only when created without a call (NEWOBJ), as the Trainer writes them.
 What it does not mean: that the code is malicious — a checkpoint that pickled a custom
 class is flagged too, because loading it runs that class's module.
 """
@@ -154,6 +159,14 @@ def check_unsafe(facts: CheckpointFacts, limits: NoLimits, ctx: Context) -> Iter
             evidence={"global": f"{g.module}.{g.name}", "module": g.module, "name": g.name,
                       "entry": g.entry, "danger": g.danger},
             location=_at(facts, g.byte_offset),
+        )
+    if facts.unsafe_unlisted:
+        yield Hit(
+            message=(f"{facts.unsafe_unlisted} more global(s) outside the tensor allow-list are named "
+                     f"after the {len(facts.unsafe)} listed; a pickle naming this many is built to "
+                     "be loaded, not read. Not executed here"),
+            evidence={"unlisted": facts.unsafe_unlisted, "listed": len(facts.unsafe)},
+            location=_at(facts, 0),
         )
 
 

@@ -329,6 +329,17 @@ verdict.
 """
 
 
+UNREADABLE_ROW = _rule("TP-PRE-ROW-NOT-CHECKED", "row-not-checked", Level.NOT_CHECKED, """A row could not be read, so it was not checked.
+
+What it flags: a line nested deeper than the JSON decoder goes (e.g. 100k levels of
+arrays), or longer than the row cap (`max_row_mb` in `[tool.trainproof.caps]`); the
+message gives the size and the cap.
+Why it matters: nothing about that row was judged (NOT-CHECKED, exit 2); a training
+loader may fail or hang on it.
+What it does not mean: that the row is malformed — it may be valid JSON.
+""", (ds.UNREADABLE_ROW,))
+
+
 def check_layout(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
     notes = []
     if scan.bom:
@@ -351,6 +362,7 @@ LAYOUT = Rule(id="TP-PRE-FILE-LAYOUT", name="file-layout", level=Level.INFO, doc
 
 DATASET_RULES: tuple[Rule, ...] = (
     MALFORMED,
+    UNREADABLE_ROW,
     EMPTY_TEXT,
     MISSING_KEYS,
     EXTRA_KEYS,
