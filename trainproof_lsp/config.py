@@ -147,3 +147,13 @@ def with_vocab(config: Config, vocab_size: int | None) -> Config:
     if vocab_size is None:
         return config
     return dataclasses.replace(config, vocab_size=vocab_size, vocab_source="--vocab-size")
+
+
+def with_caps(config: Config, overrides: Any) -> Config:
+    """Caps set elsewhere (the editor's settings: attributes named like Caps fields, None
+    for "not set") on top of the file's."""
+    values = {f.name: getattr(overrides, f.name) for f in dataclasses.fields(Caps)
+              if getattr(overrides, f.name, None) is not None}
+    if not values:
+        return config
+    return dataclasses.replace(config, caps=dataclasses.replace(config.caps, **values))

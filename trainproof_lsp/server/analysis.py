@@ -87,7 +87,7 @@ class Configs:
         config = self._cache.get(folder)
         if config is not None:
             return config
-        from ..config import Config, ConfigError, discover, load_file, with_vocab
+        from ..config import Config, ConfigError, discover, load_file, with_caps, with_vocab
 
         if config is None:
             settings = self._server.tp.settings
@@ -102,6 +102,7 @@ class Configs:
             except OSError:
                 config = Config()
             config = with_vocab(config, settings.vocab_size)
+            config = with_caps(config, settings)  # the editor's trainproof.max* caps, when set
             self._cache[folder] = config
         return config
 

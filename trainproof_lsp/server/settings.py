@@ -43,6 +43,15 @@ class Settings:
     config_file: str | None = None  # a TOML file instead of the nearest pyproject.toml
     vocab_size: int | None = None  # classes for TP-LOSS-ABOVE-UNIFORM
     rules_docs_url: str | None = None  # e.g. "https://example.org/rules.md#{id_lower}"
+    # Size caps for huge or hostile files (trainproof_lsp/caps.py holds the defaults and
+    # why); None: `[tool.trainproof.caps]` or the default.
+    max_log_mb: int | None = None
+    max_log_entries: int | None = None
+    max_row_mb: int | None = None
+    max_pickle_mb: int | None = None
+    max_pickle_ops: int | None = None
+    max_inflate_mb: int | None = None
+    max_tensors: int | None = None
 
 
 _CAMEL = {
@@ -57,6 +66,13 @@ _CAMEL = {
     "configFile": "config_file",
     "vocabSize": "vocab_size",
     "rulesDocsUrl": "rules_docs_url",
+    "maxLogMb": "max_log_mb",
+    "maxLogEntries": "max_log_entries",
+    "maxRowMb": "max_row_mb",
+    "maxPickleMb": "max_pickle_mb",
+    "maxPickleOps": "max_pickle_ops",
+    "maxInflateMb": "max_inflate_mb",
+    "maxTensors": "max_tensors",
 }
 _SNAKE_TO_CAMEL = {v: k for k, v in _CAMEL.items()}
 _RANGES: dict[str, tuple[float, float]] = {
@@ -65,6 +81,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "configuration_timeout_ms": (0, 60_000),
     "env_timeout_s": (1, 3600),
     "vocab_size": (2, 1 << 40),
+    **{cap: (1, 1 << 40) for cap in ("max_log_mb", "max_log_entries", "max_row_mb", "max_pickle_mb",
+                                     "max_pickle_ops", "max_inflate_mb", "max_tensors")},
 }
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
