@@ -230,7 +230,7 @@ async def test_a_training_script_has_environment_and_doctor_lenses(session: Sess
     uri = session.open(script, language_id="python")
     lenses = await session.lenses(uri)
     titles = [lens.command.title for lens in lenses]
-    assert titles == ["Check environment (off until trusted: trainproof.checkEnvironment)", "Doctor: output/"]
+    assert titles == ["Check environment (off: trainproof.checkEnvironment is false)", "Doctor: output/"]
     assert list(lenses[1].command.arguments) == [str(tmp_path / "output")]
 
 
@@ -275,12 +275,13 @@ async def test_compare_with_a_baseline_set_by_command(session: Session, divergin
 
 
 @pytest.mark.parametrize("session", ['neovim-0.7', 'vscode'], indirect=True)
-async def test_environment_check_is_off_until_the_workspace_is_trusted(session: Session, tmp_path: Path):
+async def test_environment_check_is_off_until_the_setting_allows_it(session: Session, tmp_path: Path):
     script = tmp_path / "train.py"
     script.write_text("import json\nimport not_a_real_module_xyz\nimport torch\n")
     await session.start(settings={"checkEnvironment": False})
     off = await session.command("trainproof.checkEnvironment", str(script))
-    assert off["status"] == "disabled" and "trust" in off["message"]
+    assert off["status"] == "disabled"
+    assert "set trainproof.checkEnvironment = true" in off["message"] and "trust" not in off["message"]
 
 
 @pytest.mark.parametrize("session", ['vscode'], indirect=True)
@@ -297,6 +298,9 @@ async def test_environment_check_when_allowed(session: Session, tmp_path: Path):
         assert result["status"] == "unavailable"
         return
     assert result["status"] == "done" and result["worst_verdict"] == "FAIL"
+    # Without a python setting: the workspace's `python` on PATH (an activated venv's), named.
+    assert result["pythonSource"] in ("python on PATH", "python3 on PATH", "the server's own Python")
+    assert f"with {result['python']} ({result['pythonSource']})" in result["message"]
     published = await session.published(uri, lambda p: len(p.diagnostics) > 0)
     missing = [d for d in published.diagnostics if "not_a_real_module_xyz" in d.message]
     assert missing and missing[0].range.start.line == 1
@@ -460,7 +464,8 @@ async def test_long_work_reports_progress_and_can_be_cancelled(session: Session,
     token = await asyncio.wait_for(first_report(), 30)
     session.client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
     result = await asyncio.wait_for(pending, 30)
-    assert result == {"status": "cancelled", "message": f"trainproof env {script.name}: cancelled"}
+    assert result["status"] == "cancelled"
+    assert result["message"] == f"trainproof env {script.name} with {result['python']} ({result['pythonSource']}): cancelled"
     assert session.client.progress_reports[token][-1].kind == "end"
 
 

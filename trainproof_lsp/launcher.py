@@ -4,6 +4,7 @@ line, the rule registry and the engine are imported: an editor waits on that sta
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Sequence
 
@@ -11,7 +12,24 @@ from typing import Sequence
 _SERVE_FLAGS = frozenset({"--stdio"})
 
 
+def forget_working_folder() -> None:
+    """`python -m trainproof_lsp` put the working folder first on sys.path. The editors start
+    the server elsewhere (docs/security.md), but a hand-started server or command in a
+    cloned repository must not import that repository's `json.py` later, when a module is
+    first needed: the entry goes. (Python 3.11's -P leaves it out in the first place.)"""
+    if getattr(sys.flags, "safe_path", False) or not sys.path:
+        return
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the folder was removed
+        cwd = None
+    if sys.path[0] in ("", cwd):
+        del sys.path[0]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # a process of its own (not a call from Python code)
+        forget_working_folder()
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["serve"] and set(args[1:]) <= _SERVE_FLAGS:
         from .server import serve

@@ -34,6 +34,7 @@ from lsprotocol import types as lsp
 from .. import TOOL_NAME, __version__
 from ..model import Artefact, Finding, Level, Location, Related, Report, Span, Verdict
 from . import datasets
+from .children import BadValue, cli_child, existing_path, interpreter
 from .diagnostics import by_path, capped
 from .documents import path_to_uri, uri_to_path
 from .kinds import optional_module
@@ -53,6 +54,9 @@ SHOW_REPORT = "trainproof.showReport"
 SHOW_RUN = "trainproof.showRun"
 SHOW_SERVER_INFO = "trainproof.showServerInfo"
 ALL = (DOCTOR, COMPARE, SET_BASELINE, CHECK_ENVIRONMENT, CHECK_DATASET, SHOW_REPORT, SHOW_RUN, SHOW_SERVER_INFO)
+
+# Why a script's "Check environment" is off: a setting, not the workspace's trust.
+ENVIRONMENT_OFF = "off: trainproof.checkEnvironment is false"
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -146,8 +150,10 @@ class Progress:
 
 async def run_cli(argv: list[str], progress: Progress, timeout: float) -> CliRun:
     # Its own process group, so a cancel also stops what it started (env's import probe).
+    # Never in the workspace, never importing from it (children.py).
+    launch = cli_child(argv)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "trainproof_lsp", *argv,
+        *launch.argv, cwd=launch.cwd, env=launch.env,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         start_new_session=os.name == "posix")
     communicate = asyncio.ensure_future(proc.communicate())
@@ -163,7 +169,7 @@ async def run_cli(argv: list[str], progress: Progress, timeout: float) -> CliRun
                 await communicate
                 return CliRun(envelope=None, exit_code=None, stderr="", cancelled=progress.cancelled(),
                               timed_out=not progress.cancelled())
-            progress.report(f"{' '.join(argv[:2])} · {elapsed:.0f} s")
+            progress.report(f"{argv[0]} · {elapsed:.0f} s")
     except asyncio.CancelledError:  # the request itself was cancelled
         _kill(proc)
         raise
@@ -278,20 +284,65 @@ async def _cli_command(ls, *, what: str, argv: list[str], title: str, timeout: f
             "not_judged": run.envelope.get("not_judged", []), "files": files}
 
 
-def _config_args(tp) -> list[str]:
+def workspace_root(ls) -> Path | None:
+    """The first workspace folder: where relative settings and arguments are resolved
+    (never the server's working folder, which is not the workspace: children.py)."""
+    workspace = ls.workspace if ls is not None else None
+    if workspace is None:
+        return None
+    folders = [uri_to_path(f.uri) for f in workspace.folders.values()]
+    if folders:
+        return folders[0]
+    return Path(workspace.root_path) if workspace.root_path else None
+
+
+def _config_args(ls) -> list[str]:
+    """Options from settings, each as `--opt=value` (a value is never read as an option).
+    Raises BadValue for a config file that does not exist."""
+    tp = ls.tp
     args = []
     if tp.settings.config_file:
-        args += ["--config", tp.settings.config_file]
+        config = existing_path(tp.settings.config_file, what="trainproof.configFile", base=workspace_root(ls),
+                               file=True)
+        args.append(f"--config={config}")
     if tp.settings.vocab_size:
-        args += ["--vocab-size", str(tp.settings.vocab_size)]
+        args.append(f"--vocab-size={int(tp.settings.vocab_size)}")
     return args
 
 
-def _baseline(tp) -> Path | None:
-    """The editor's baseline: "Set as baseline" in this session, else the `baseline` setting.
-    (Without either, the command line still finds `baseline` in [tool.trainproof].)"""
-    chosen = tp.baseline or tp.settings.baseline
-    return Path(chosen) if chosen else None
+def _baseline(ls) -> Path | None:
+    """The editor's baseline: "Set as baseline" in this session, else the `baseline` setting;
+    an existing path or BadValue. (Without either, the command line still finds `baseline`
+    in [tool.trainproof].)"""
+    tp = ls.tp
+    if tp.baseline:
+        return existing_path(tp.baseline, what="baseline", base=workspace_root(ls))
+    if tp.settings.baseline:
+        return existing_path(tp.settings.baseline, what="trainproof.baseline", base=workspace_root(ls))
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvInterpreter:
+    path: str
+    source: str  # said in the result: which interpreter the check imported with
+
+
+def env_interpreter(ls) -> EnvInterpreter:
+    """The workspace's interpreter for Check environment: the `python` setting (the VS Code
+    extension fills it with the Python extension's selection), else `python` or `python3`
+    on PATH (an activated virtual environment's), else the server's own."""
+    tp = ls.tp
+    if tp.settings.python:
+        return EnvInterpreter(path=interpreter(tp.settings.python, what="trainproof.python",
+                                               base=workspace_root(ls)), source="the python setting")
+    import shutil
+
+    for name in ("python", "python3"):
+        found = shutil.which(name)
+        if found:
+            return EnvInterpreter(path=str(Path(found).absolute()), source=f"{name} on PATH")
+    return EnvInterpreter(path=sys.executable, source="the server's own Python")
 
 
 def _run_label(path: Path) -> str:
@@ -308,13 +359,17 @@ async def _show_run(ls, path: Path) -> dict[str, Any]:
     label = _run_label(path)
     what = f"show run {label}"
     timeout = 600.0
-    baseline = _baseline(tp)
+    try:
+        baseline = _baseline(ls)
+        config_args = _config_args(ls)
+    except BadValue as e:
+        return _refused(tp, what, e)
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="trainproof-run-") as folder:
         page = Path(folder) / "run.html"
-        argv = ["doctor", str(path), "--json", "--html", str(page), *_config_args(tp),
-                *(["--baseline", str(baseline)] if baseline is not None else [])]
+        argv = ["doctor", "--json", f"--html={page}", *config_args,
+                *([f"--baseline={baseline}"] if baseline is not None else []), "--", str(path)]
         async with Progress(ls, f"trainproof: Show run {label}") as progress:
             run = await run_cli(argv, progress, timeout)
         failed = _no_result(tp, run, what=what, timeout=timeout, subcommand="doctor")
@@ -431,11 +486,25 @@ async def _show_document(ls, uri: str) -> str | None:
     return None if result is not None and result.success else "it answered success: false"
 
 
-def _path_arg(args: tuple[Any, ...], index: int = 0) -> Path | None:
-    if len(args) <= index or not isinstance(args[index], str) or not args[index]:
+def _refused(tp, what: str, problem: BadValue) -> dict[str, Any]:
+    """A setting or argument that cannot go to a child: nothing runs, the user hears why."""
+    text = f"trainproof {what}: not run — {problem}"
+    tp.warn(text)
+    return {"status": "error", "message": text}
+
+
+def _path_arg(ls, args: tuple[Any, ...], index: int = 0) -> Path | None:
+    """A path or file: URI argument, absolute (a relative one from the workspace folder)."""
+    if len(args) <= index or not isinstance(args[index], str) or not args[index] or "\x00" in args[index]:
         return None
     raw = args[index]
-    return (uri_to_path(raw) if raw.startswith("file:") else Path(raw)).absolute()
+    path = uri_to_path(raw) if raw.startswith("file:") else Path(os.path.expanduser(raw))
+    if not path.is_absolute():
+        root = workspace_root(ls)
+        if root is None:
+            return None
+        path = root / path
+    return path.absolute()
 
 
 def register(ls) -> None:
@@ -448,51 +517,64 @@ def register(ls) -> None:
 
     @ls.command(DOCTOR)
     async def doctor(ls, *args: Any) -> dict[str, Any]:
-        path = _path_arg(args)
-        if path is None:
-            folders = [uri_to_path(f.uri) for f in (ls.workspace.folders.values() if ls.workspace else [])]
-            path = folders[0] if folders else (Path(ls.workspace.root_path) if ls.workspace and ls.workspace.root_path else None)
+        path = _path_arg(ls, args) or workspace_root(ls)
         if path is None:
             return bad_args(DOCTOR, "a file or folder path")
-        return await _cli_command(ls, what=f"doctor {path}", argv=["doctor", str(path), "--json", *_config_args(tp)],
+        try:
+            config_args = _config_args(ls)
+        except BadValue as e:
+            return _refused(tp, f"doctor {path}", e)
+        return await _cli_command(ls, what=f"doctor {path}", argv=["doctor", "--json", *config_args, "--", str(path)],
                                   title=f"trainproof doctor {path.name or path}", timeout=600, subcommand="doctor")
 
     @ls.command(CHECK_DATASET)
     async def check_dataset(ls, *args: Any) -> dict[str, Any]:
-        path = _path_arg(args)
+        path = _path_arg(ls, args)
         if path is None:
             return bad_args(CHECK_DATASET, "a dataset path")
         if not datasets.available():
             text = f"trainproof: {datasets.UNAVAILABLE}"
             tp.warn(text)
             return {"status": "unavailable", "message": text}
-        return await _cli_command(ls, what=f"preflight {path}", argv=["doctor", str(path), "--json", *_config_args(tp)],
+        try:
+            config_args = _config_args(ls)
+        except BadValue as e:
+            return _refused(tp, f"preflight {path}", e)
+        return await _cli_command(ls, what=f"preflight {path}",
+                                  argv=["doctor", "--json", *config_args, "--", str(path)],
                                   title=f"trainproof preflight {path.name}", timeout=600, subcommand="doctor")
 
     @ls.command(COMPARE)
     async def compare(ls, *args: Any) -> dict[str, Any]:
-        run = _path_arg(args)
+        run = _path_arg(ls, args)
         if run is None:
             return bad_args(COMPARE, "a run's log or folder (and optionally a baseline)")
         if optional_module("compare") is None:
             text = f"trainproof compare: not available in this version ({TOOL_NAME} {__version__})"
             tp.warn(text)
             return {"status": "unavailable", "message": text}
-        baseline = _path_arg(args, 1) or _baseline(tp)
+        try:
+            chosen = _path_arg(ls, args, 1)
+            baseline = existing_path(str(chosen), what="baseline") if chosen is not None else _baseline(ls)
+            config_args = _config_args(ls)
+        except BadValue as e:
+            return _refused(tp, f"compare {run.name}", e)
         if baseline is None:
             text = "trainproof compare: no baseline — use \"Set as baseline\" on a known-good run's log first"
             tp.warn(text)
             return {"status": "no-baseline", "message": text}
         return await _cli_command(ls, what=f"compare {run.name} with {baseline}",
-                                  argv=["compare", str(baseline), str(run), "--json", *_config_args(tp)],
+                                  argv=["compare", "--json", *config_args, "--", str(baseline), str(run)],
                                   title="trainproof compare", timeout=600, subcommand="compare",
                                   beside_open=True)
 
     @ls.command(SET_BASELINE)
     def set_baseline(ls, *args: Any) -> dict[str, Any]:
-        path = _path_arg(args)
+        path = _path_arg(ls, args)
         if path is None:
             return bad_args(SET_BASELINE, "a run's log or folder")
+        if not path.exists():
+            return _refused(tp, "set baseline", BadValue(f"baseline: {str(path)!r} does not exist"))
         tp.baseline = str(path)
         text = (f"trainproof: baseline for this session is {path}. To keep it, add "
                 f"`baseline = \"{path}\"` under [tool.trainproof] or set trainproof.baseline.")
@@ -501,24 +583,30 @@ def register(ls) -> None:
 
     @ls.command(CHECK_ENVIRONMENT)
     async def check_environment(ls, *args: Any) -> dict[str, Any]:
-        script = _path_arg(args)
+        script = _path_arg(ls, args)
         if script is None:
             return bad_args(CHECK_ENVIRONMENT, "a training script path")
         if not tp.settings.check_environment:
-            text = ("trainproof: environment checks import the script's modules with your interpreter, so they "
-                    "are off until you trust this workspace: set trainproof.checkEnvironment = true")
+            text = (f"trainproof: {ENVIRONMENT_OFF}. Check environment imports the script's modules with the "
+                    "workspace's interpreter, so code from the workspace runs; set "
+                    "trainproof.checkEnvironment = true to allow it")
             tp.warn(text)
             return {"status": "disabled", "message": text}
         if optional_module("envcheck") is None:
             text = f"trainproof env: not available in this version ({TOOL_NAME} {__version__})"
             tp.warn(text)
             return {"status": "unavailable", "message": text}
-        argv = ["env", "--entrypoint", str(script), "--cwd", str(script.parent),
-                "--timeout", f"{tp.settings.env_timeout_s:g}", "--json"]
-        if tp.settings.python:
-            argv += ["--python", tp.settings.python]
-        return await _cli_command(ls, what=f"env {script.name}", argv=argv, title=f"trainproof env {script.name}",
-                                  timeout=tp.settings.env_timeout_s + 30, subcommand="env", beside_open=True)
+        try:
+            script = existing_path(str(script), what="training script", file=True)
+            python = env_interpreter(ls)
+        except BadValue as e:
+            return _refused(tp, f"env {script.name}", e)
+        argv = ["env", f"--entrypoint={script}", f"--cwd={script.parent}",
+                f"--timeout={tp.settings.env_timeout_s:g}", f"--python={python.path}", "--json"]
+        answer = await _cli_command(ls, what=f"env {script.name} with {python.path} ({python.source})", argv=argv,
+                                    title=f"trainproof env {script.name}",
+                                    timeout=tp.settings.env_timeout_s + 30, subcommand="env", beside_open=True)
+        return {**answer, "python": python.path, "pythonSource": python.source}
 
     @ls.command(SHOW_REPORT)
     async def show_report(ls, *args: Any) -> dict[str, Any]:
@@ -538,7 +626,7 @@ def register(ls) -> None:
 
     @ls.command(SHOW_RUN)
     async def show_run(ls, *args: Any) -> dict[str, Any]:
-        path = _path_arg(args)
+        path = _path_arg(ls, args)
         if path is None:
             return bad_args(SHOW_RUN, "a log's path or file: URI")
         return await _show_run(ls, path)

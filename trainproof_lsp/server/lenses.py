@@ -15,7 +15,7 @@ from pathlib import Path
 from lsprotocol import types as lsp
 
 from ..readers.adjacent import run_root
-from .commands import SHOW_RUN, run_page_shown_by
+from .commands import ENVIRONMENT_OFF, SHOW_RUN, run_page_shown_by
 from .documents import path_to_uri
 
 _TOP = lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0))
@@ -104,8 +104,7 @@ def lenses_for(tp, uri: str) -> list[lsp.CodeLens]:
             _lens("Check the file on disk", "trainproof.checkDataset", str(path)),
         ]
     if kind.kind == "script":
-        title = "Check environment" if tp.settings.check_environment else \
-            "Check environment (off until trusted: trainproof.checkEnvironment)"
+        title = "Check environment" if tp.settings.check_environment else f"Check environment ({ENVIRONMENT_OFF})"
         out = [_lens(title, "trainproof.checkEnvironment", str(path))]
         for folder in adjacent_run_folders(path):
             out.append(_lens(f"Doctor: {folder.name}/", "trainproof.doctor", str(folder)))

@@ -3,8 +3,7 @@
 // other ids, because vscode-languageclient registers every server command itself. A server
 // command whose answer the client shows keeps its id (PRESENTED_SERVER_COMMANDS).
 
-/** Where `make vsix` puts the server and its Python dependencies, under the extension root. */
-export const BUNDLED_LIBS_DIR = ['bundled', 'libs'] as const;
+export { BUNDLED_LIBS_DIR } from './launch';
 export const SECTION = 'trainproof';
 export const SERVER_ID = 'trainproof';
 export const SERVER_NAME = 'trainproof';

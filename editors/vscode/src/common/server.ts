@@ -3,49 +3,18 @@
 // import strategy or the workspace's trust changes.
 import * as fs from 'fs';
 import * as path from 'path';
-import { Disposable, LogOutputChannel, Uri, WorkspaceFolder, window, workspace } from 'vscode';
+import { Disposable, LogOutputChannel, Uri, window, workspace } from 'vscode';
 import {
     ConfigurationParams, DidChangeConfigurationNotification, ExecuteCommandRequest,
     LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOptions, State,
 } from 'vscode-languageclient/node';
-import { BUNDLED_LIBS_DIR, DOCUMENT_PATTERN, SECTION, SERVER_COMMANDS, SERVER_ID, SERVER_NAME, WATCHED_GLOBS } from './constants';
+import { DOCUMENT_PATTERN, SECTION, SERVER_COMMANDS, SERVER_ID, SERVER_NAME, WATCHED_GLOBS } from './constants';
 import { traceError, traceInfo, traceLog, traceWarn } from './logging';
-import { Interpreter, checkPythonVersion, resolveInterpreter } from './python';
-import { ImportStrategy, getClientSettings, getServerSettings } from './settings';
+import { Interpreter, checkPythonVersion, interpreterFromPythonExtension, resolveInterpreter } from './python';
+import { bundledLibsPath, serverLaunch } from './launch';
+import { getClientSettings, getServerSettings, withWorkspacePython } from './settings';
 
-export interface ServerLaunch {
-    command: string;
-    args: string[];
-    cwd: string;
-    env: NodeJS.ProcessEnv;
-    /** True when the bundled copy runs (PYTHONPATH points into the extension). */
-    bundled: boolean;
-}
-
-export function bundledLibsPath(extensionRoot: string): string {
-    return path.join(extensionRoot, ...BUNDLED_LIBS_DIR);
-}
-
-/** `python -m trainproof_lsp serve`, with the bundled libraries first on PYTHONPATH when
- *  they are used. PYTHONPATH (not sys.path inside a launcher) because the server runs its
- *  own command line in child processes (doctor, compare), and those need it too. */
-export function serverLaunch(interpreter: string[], strategy: ImportStrategy, bundledLibs: string | undefined,
-    cwd: string, baseEnv: NodeJS.ProcessEnv = process.env): ServerLaunch {
-    const env: NodeJS.ProcessEnv = { ...baseEnv, PYTHONUTF8: '1' };
-    const bundled = strategy === 'useBundled' && bundledLibs !== undefined;
-    if (bundled) {
-        env.PYTHONPATH = baseEnv.PYTHONPATH ? `${bundledLibs}${path.delimiter}${baseEnv.PYTHONPATH}` : bundledLibs;
-        // The user's site-packages could shadow a bundled dependency with another version.
-        env.PYTHONNOUSERSITE = '1';
-    }
-    return {
-        command: interpreter[0],
-        args: [...interpreter.slice(1), '-m', 'trainproof_lsp', 'serve'],
-        cwd,
-        env,
-        bundled,
-    };
-}
+export { ServerLaunch, bundledLibsPath, serverLaunch } from './launch';
 
 /** Answers the server's workspace/configuration for our section with the server's keys
  *  only (it warns about keys it does not know) and the trust overrides. */
@@ -87,10 +56,6 @@ export function executeCommandMiddleware(presenters: Readonly<Record<string, Pre
 export function initializationOptions(settings: Record<string, unknown>,
     presenters: Readonly<Record<string, Presenter>>): Record<string, unknown> {
     return { ...settings, clientFeatures: { showRunPanel: SERVER_COMMANDS.showRun in presenters } };
-}
-
-function workspaceRoot(folder: WorkspaceFolder | undefined): string {
-    return folder?.uri.fsPath ?? process.cwd();
 }
 
 /** One LanguageClient at a time. start/restart/stop are serialised. */
@@ -159,11 +124,12 @@ export class ServerController implements Disposable {
         if (settings.importStrategy === 'useBundled' && !haveBundle) {
             traceWarn(`no bundled server in ${libs} (a development build?): using the interpreter's own trainproof-lsp`);
         }
+        // The extension's own folder, never the workspace (launch.ts).
         const launch = serverLaunch(this.interpreter.command, settings.importStrategy, haveBundle ? libs : undefined,
-            workspaceRoot(folder));
+            this.host.extensionRoot);
         traceInfo(`starting the server (${reason}): ${[launch.command, ...launch.args].join(' ')} ` +
             `[interpreter from ${this.interpreter.source}; ${launch.bundled ? `bundled copy in ${libs}` : 'trainproof-lsp from the environment'}` +
-            `${trusted ? '' : '; untrusted workspace: environment checks off'}]`);
+            `${trusted ? '' : '; Restricted Mode: static checks only, Check environment off'}]`);
 
         const serverOptions: ServerOptions = {
             command: launch.command,
@@ -171,8 +137,11 @@ export class ServerController implements Disposable {
             options: { cwd: launch.cwd, env: launch.env },
         };
         const names = this.host.serverSettingNames;
-        const settingsFor = (scopeUri: string | undefined) =>
-            getServerSettings(names, scopeUri ? Uri.parse(scopeUri) : folder, workspace.isTrusted);
+        // Check environment probes with the workspace's interpreter (trusted workspaces only).
+        const selected = trusted ? await interpreterFromPythonExtension(folder) : undefined;
+        const settingsFor = (scopeUri: string | undefined) => withWorkspacePython(
+            getServerSettings(names, scopeUri ? Uri.parse(scopeUri) : folder, workspace.isTrusted), selected,
+            workspace.isTrusted);
         const watchers = WATCHED_GLOBS.map((glob) => workspace.createFileSystemWatcher(glob));
         this.disposables.push(...watchers);
         const clientOptions: LanguageClientOptions = {

@@ -7,7 +7,9 @@
 import { ConfigurationChangeEvent, ConfigurationScope, WorkspaceConfiguration, WorkspaceFolder, workspace } from 'vscode';
 import { CLIENT_ONLY_SETTINGS, SECTION } from './constants';
 
-export type ImportStrategy = 'useBundled' | 'fromEnvironment';
+import { ImportStrategy } from './launch';
+
+export { ImportStrategy } from './launch';
 
 export interface ClientSettings {
     /** The Python (and arguments) that runs the server; empty: resolve it (python.ts). */
@@ -20,6 +22,25 @@ export const UNTRUSTED_OVERRIDES: Readonly<Record<string, unknown>> = {
     checkEnvironment: false,
     python: null,
 };
+
+/** Every setting that names a path, an executable or a command, or runs code: in an
+ *  untrusted workspace VS Code takes them from the user's settings only
+ *  (package.json capabilities.untrustedWorkspaces.restrictedConfigurations). */
+export const RESTRICTED_SETTINGS: readonly string[] = [
+    'interpreter', 'importStrategy', 'checkEnvironment', 'python', 'baseline', 'configFile', 'entrypoints',
+    'rulesDocsUrl',
+];
+
+/** The server's settings with the workspace's interpreter for Check environment: the
+ *  `python` setting when set, else the Python extension's selection (one executable; a
+ *  command with arguments cannot be passed as one). The server checks it exists. */
+export function withWorkspacePython(settings: Record<string, unknown>, selected: string[] | undefined,
+    trusted: boolean): Record<string, unknown> {
+    if (!trusted || !('python' in settings) || settings.python || !selected || selected.length !== 1) {
+        return settings;
+    }
+    return { ...settings, python: selected[0] };
+}
 
 /** The server's setting names (without `trainproof.`), from the extension's package.json. */
 export function serverSettingNames(packageJSON: { contributes?: { configuration?: { properties?: Record<string, unknown> } } }): string[] {

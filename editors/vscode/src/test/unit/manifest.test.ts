@@ -10,7 +10,7 @@ import * as path from 'path';
 import {
     CLIENT_COMMANDS, CLIENT_ONLY_SETTINGS, PRESENTED_SERVER_COMMANDS, SERVER_COMMANDS, WATCHED_GLOBS,
 } from '../../common/constants';
-import { UNTRUSTED_OVERRIDES } from '../../common/settings';
+import { RESTRICTED_SETTINGS, UNTRUSTED_OVERRIDES } from '../../common/settings';
 
 const ROOT = path.join(__dirname, '..', '..', '..');
 const REPO = path.join(ROOT, '..', '..');
@@ -120,6 +120,15 @@ describe('package.json against the server', function () {
             assert.ok(name in server.settings, name);
         }
     });
+
+    it('restricts every server setting that holds a path, a command or text (numbers and switches only stay)', () => {
+        for (const [name, def] of Object.entries(server.settings)) {
+            const types = Array.isArray(def.type) ? def.type : [def.type];
+            if (types.includes('string') || types.includes('array')) {
+                assert.ok(RESTRICTED_SETTINGS.includes(name), `${name} names a path or command but is not restricted`);
+            }
+        }
+    });
 });
 
 describe('package.json: the manifest', () => {
@@ -133,12 +142,28 @@ describe('package.json: the manifest', () => {
         }
     });
 
-    it('supports untrusted workspaces in a limited way and restricts the settings that run code', () => {
+    it('supports untrusted workspaces in a limited way and restricts the settings that name paths or run code', () => {
         const trust = packageJSON.capabilities.untrustedWorkspaces;
         assert.strictEqual(trust.supported, 'limited');
+        assert.deepStrictEqual([...trust.restrictedConfigurations].sort(),
+            RESTRICTED_SETTINGS.map((name) => `trainproof.${name}`).sort());
         for (const name of ['interpreter', 'importStrategy', ...Object.keys(UNTRUSTED_OVERRIDES)]) {
-            assert.ok(trust.restrictedConfigurations.includes(`trainproof.${name}`), name);
+            assert.ok(RESTRICTED_SETTINGS.includes(name), name);
         }
+        assert.match(trust.description, /static checks only/);
+    });
+
+    it('gives trainer_state.json a language of its own, highlighted by the JSON grammar and not JSON-validated', () => {
+        const log = packageJSON.contributes.languages.find((l: { id: string }) => l.id === 'trainproof-log');
+        assert.deepStrictEqual(log.filenames, ['trainer_state.json']);
+        const grammar = packageJSON.contributes.grammars.find((g: { language: string }) => g.language === 'trainproof-log');
+        const file = JSON.parse(fs.readFileSync(path.join(ROOT, grammar.path), 'utf8'));
+        assert.strictEqual(file.scopeName, grammar.scopeName);
+        assert.deepStrictEqual(file.patterns, [{ include: 'source.json' }]);
+        assert.ok(packageJSON.activationEvents.includes('onLanguage:trainproof-log'));
+        const ignore = fs.readFileSync(path.join(ROOT, '.vscodeignore'), 'utf8');
+        assert.match(ignore, /^!syntaxes\/\*\*$/m);
+        assert.match(ignore, /^!language-configuration\.json$/m);
     });
 
     it('associates .jsonl files and watches run files', () => {

@@ -3,17 +3,27 @@ import * as path from 'path';
 import { bundledLibsPath, configurationAnswer, initializationOptions, serverLaunch } from '../../common/server';
 
 describe('server launch', () => {
-    it('runs `python -m trainproof_lsp serve` with the bundled libraries first on PYTHONPATH', () => {
+    it('runs `python -m trainproof_lsp serve` in the extension\'s folder with the bundled libraries first on PYTHONPATH', () => {
         const libs = bundledLibsPath('/ext');
         assert.strictEqual(libs, path.join('/ext', 'bundled', 'libs'));
-        const launch = serverLaunch(['/usr/bin/python3'], 'useBundled', libs, '/ws', { PATH: '/bin', PYTHONPATH: '/mine' });
+        const launch = serverLaunch(['/usr/bin/python3'], 'useBundled', libs, '/ext', { PATH: '/bin', PYTHONPATH: '/mine' });
         assert.strictEqual(launch.command, '/usr/bin/python3');
         assert.deepStrictEqual(launch.args, ['-m', 'trainproof_lsp', 'serve']);
         assert.strictEqual(launch.env.PYTHONPATH, `${libs}${path.delimiter}/mine`);
         assert.strictEqual(launch.env.PYTHONNOUSERSITE, '1');
         assert.strictEqual(launch.env.PATH, '/bin');
-        assert.strictEqual(launch.cwd, '/ws');
+        assert.strictEqual(launch.cwd, '/ext');
         assert.ok(launch.bundled);
+    });
+
+    it('keeps no PYTHONPATH entry that would name the working folder (empty or relative)', () => {
+        const d = path.delimiter;
+        const launch = serverLaunch(['python3'], 'useBundled', '/ext/bundled/libs', '/ext',
+            { PYTHONPATH: `${d}.${d}src${d}/opt/lib${d}`, PYTHONSTARTUP: '/ws/evil.py' });
+        assert.strictEqual(launch.env.PYTHONPATH, `/ext/bundled/libs${d}/opt/lib`);
+        assert.strictEqual(launch.env.PYTHONSTARTUP, undefined);
+        assert.strictEqual(serverLaunch(['python3'], 'fromEnvironment', undefined, '/ext', { PYTHONPATH: `${d}x` }).env.PYTHONPATH,
+            undefined);
     });
 
     it('leaves PYTHONPATH alone with importStrategy fromEnvironment, or without a bundle', () => {

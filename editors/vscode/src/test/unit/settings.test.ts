@@ -1,7 +1,9 @@
 import * as assert from 'assert';
 import * as path from 'path';
 import { CLIENT_ONLY_SETTINGS } from '../../common/constants';
-import { affectsServerSettings, getClientSettings, getServerSettings, needsRestart, serverSettingNames } from '../../common/settings';
+import {
+    affectsServerSettings, getClientSettings, getServerSettings, needsRestart, serverSettingNames, withWorkspacePython,
+} from '../../common/settings';
 import { resetState, state } from './vscodeMock';
 
 // eslint-disable-next-line @typescript-eslint/no-var-requires
@@ -33,6 +35,17 @@ describe('settings', () => {
         state.configuration = { 'trainproof.checkEnvironment': true, 'trainproof.python': '/ws/.venv/bin/python', 'trainproof.debounceMs': 10 };
         const settings = getServerSettings(['debounceMs', 'checkEnvironment', 'python'], undefined, false);
         assert.deepStrictEqual(settings, { debounceMs: 10, checkEnvironment: false, python: null });
+    });
+
+    it('gives Check environment the Python extension\'s interpreter unless trainproof.python names one', () => {
+        const settings = { debounceMs: 10, python: null };
+        assert.deepStrictEqual(withWorkspacePython(settings, ['/ws/.venv/bin/python'], true),
+            { debounceMs: 10, python: '/ws/.venv/bin/python' });
+        assert.deepStrictEqual(withWorkspacePython({ python: '/opt/py' }, ['/ws/.venv/bin/python'], true), { python: '/opt/py' });
+        // Untrusted: nothing of the workspace's; a command with arguments is no interpreter path.
+        assert.deepStrictEqual(withWorkspacePython(settings, ['/ws/.venv/bin/python'], false), settings);
+        assert.deepStrictEqual(withWorkspacePython(settings, ['conda', 'run', 'python'], true), settings);
+        assert.deepStrictEqual(withWorkspacePython(settings, undefined, true), settings);
     });
 
     it('uses the bundled server in an untrusted workspace whatever importStrategy says', () => {
