@@ -284,6 +284,8 @@ def _config_args(tp) -> list[str]:
         args += ["--config", tp.settings.config_file]
     if tp.settings.vocab_size:
         args += ["--vocab-size", str(tp.settings.vocab_size)]
+    for mapping in tp.settings.columns:
+        args += ["--column", mapping]
     return args
 
 

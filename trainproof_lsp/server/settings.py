@@ -42,6 +42,9 @@ class Settings:
     baseline: str | None = None  # a known-good run for "Compare with baseline"
     config_file: str | None = None  # a TOML file instead of the nearest pyproject.toml
     vocab_size: int | None = None  # classes for TP-LOSS-ABOVE-UNIFORM
+    # Log columns the readers' alias table misses, as "SERIES=NAME" (`--column`); on top of
+    # `columns` in [tool.trainproof].
+    columns: tuple[str, ...] = ()
     rules_docs_url: str | None = None  # e.g. "https://example.org/rules.md#{id_lower}"
 
 
@@ -56,6 +59,7 @@ _CAMEL = {
     "baseline": "baseline",
     "configFile": "config_file",
     "vocabSize": "vocab_size",
+    "columns": "columns",
     "rulesDocsUrl": "rules_docs_url",
 }
 _SNAKE_TO_CAMEL = {v: k for k, v in _CAMEL.items()}
