@@ -146,6 +146,9 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
             f"== {r.artefact.path}{sources}: {r.verdict.value} — {len(counted)} finding(s); "
             f"{len(ran)} check(s) ran, {len(skipped)} skipped"
         )
+        note = r.comparison.get("common_note") if r.comparison else None
+        if note:  # the common span ends before a run does: what the comparison did not see
+            out.append(f"   {note}")
         for g in r.segments:  # a log of appended runs: each run's own verdict and lines
             lines = f"lines {g.first_line + 1}-{g.last_line + 1}, " if g.first_line is not None and \
                 g.last_line is not None else ""
@@ -234,6 +237,8 @@ def ranking_table(reports: Iterable[Report]) -> list[str]:
                 f"{_pct(-base_change if base_change is not None else None):>10} "
                 f"{_ratio(c.get('eval_best_ratio')):>9} {_ratio(c.get('eval_end_ratio')):>8}  "
                 f"{r.artefact.path}" + (f"  {' '.join(ids)}" if ids else ""))
+            if c.get("common_note"):  # ratios above are over the common span only: say so
+                out.append(f"  {'':>2}  {'':<11} {'':>56}  ^ {c['common_note']}")
     return out
 
 
