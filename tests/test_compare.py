@@ -24,6 +24,7 @@ from trainproof_lsp import compare, render
 from trainproof_lsp.cli import main
 from trainproof_lsp.config import Config, ConfigError, load_file
 from trainproof_lsp.model import Level, Report, Verdict
+from trainproof_lsp.rules import BY_ID
 
 HF_RUNS = Path("fixtures/hf_runs")  # relative to the repository root, as users type it
 HEALTHY = HF_RUNS / "healthy"
@@ -71,6 +72,20 @@ def finding(report: Any, rule_id: str) -> Any:
     return found[0]
 
 
+def cmp_ids(report: Any) -> list[str]:
+    """The comparison rules' findings (a comparison report also keeps the run's own FAILs)."""
+    return sorted(f.id for f in report.findings if BY_ID[f.id].applies_to == "comparison")
+
+
+def own_ids(report: Any) -> list[str]:
+    return sorted(f.id for f in report.findings if BY_ID[f.id].applies_to != "comparison")
+
+
+def own_fail_ids(run: Path) -> list[str]:
+    (alone,) = compare.engine.doctor([run], Config()).reports
+    return sorted(f.id for f in alone.findings if f.level is Level.FAIL)
+
+
 def entry_text(finding_or_related: Any) -> str:
     """The log entry a location's span covers, as text."""
     loc = finding_or_related.location
@@ -108,8 +123,9 @@ def test_shuffled_labels_fail_on_floor_end_improvement_and_eval():
     assert r.artefact.path == "fixtures/hf_runs/shuffled_labels/trainer_state.json"
     assert r.artefact.kind == "comparison"
     assert r.baseline.path == "fixtures/hf_runs/healthy/trainer_state.json"
-    assert ids(r) == ["TP-END-RATIO", "TP-EVAL-BEST-RATIO", "TP-EVAL-END-RATIO", "TP-FLOOR-RATIO",
-                      "TP-IMPROVE-DEFICIT"]
+    assert cmp_ids(r) == ["TP-END-RATIO", "TP-EVAL-BEST-RATIO", "TP-EVAL-END-RATIO", "TP-FLOOR-RATIO",
+                          "TP-IMPROVE-DEFICIT"]
+    assert own_ids(r) == own_fail_ids(HF_RUNS / "shuffled_labels")  # its own FAILs are kept
     floor = finding(r, "TP-FLOOR-RATIO")
     assert floor.level is Level.FAIL
     assert floor.evidence["run_floor"] == pytest.approx(4.15859, abs=1e-5)
@@ -137,7 +153,9 @@ def test_shuffled_labels_fail_on_floor_end_improvement_and_eval():
 def test_zero_learning_rate_fails_on_floor_end_and_improvement_deficit():
     r = one(HEALTHY, HF_RUNS / "lr_zero")
     assert r.verdict is Verdict.FAIL
-    assert ids(r) == ["TP-END-RATIO", "TP-FLOOR-RATIO", "TP-IMPROVE-DEFICIT"]
+    assert cmp_ids(r) == ["TP-END-RATIO", "TP-FLOOR-RATIO", "TP-IMPROVE-DEFICIT"]
+    assert own_ids(r) == ["TP-DEAD-RUN", "TP-ZERO-LR"]  # judged alone it fails: kept here
+    assert r.comparison["run_verdict"] == "FAIL"
     deficit = finding(r, "TP-IMPROVE-DEFICIT")
     assert deficit.evidence["run_improvement"] == pytest.approx(-0.00072, abs=1e-5)
     assert deficit.evidence["start_ratio"] == pytest.approx(1.00217, abs=1e-5)
@@ -238,13 +256,18 @@ def test_text_output_ends_with_a_ranking_table():
     assert lines[start] == ("ranking against baseline fixtures/hf_runs/healthy/trainer_state.json "
                             "(judged alone: PASS); ratios are run/baseline at the same steps:")
     table = lines[start + 2:]
-    assert len(table) == 3  # the table is the end of the output
+    # The table is the end of the output: a row per run, and under a row whose common span
+    # ends before a run does, the note saying so.
+    assert len(table) == 6
     assert table[0].split()[:4] == ["1", "PASS", "1.00x", "1.00x"]
     assert table[0].split()[-1] == "fixtures/hf_runs/healthy/checkpoint-100/trainer_state.json"
+    assert table[1].strip() == "^ compared over steps 1-100 only: the baseline's loss goes on to step 200"
     # Among the FAILs, the lower end ratio ranks higher.
-    assert table[1].split()[:3] == ["2", "FAIL", "0.07x"] and "overfit" in table[1]
-    assert table[2].split()[:4] == ["3", "FAIL", "3.07x", "3.07x"]
-    assert table[2].endswith("TP-END-RATIO TP-FLOOR-RATIO TP-IMPROVE-DEFICIT")
+    assert table[2].split()[:3] == ["2", "FAIL", "0.07x"] and "overfit" in table[2]
+    assert table[3].strip() == "^ compared over steps 1-160 only: the baseline's loss goes on to step 200"
+    assert table[4].split()[:4] == ["3", "FAIL", "3.07x", "3.07x"]
+    assert table[4].endswith("TP-DEAD-RUN TP-END-RATIO TP-FLOOR-RATIO TP-IMPROVE-DEFICIT TP-ZERO-LR")
+    assert table[5].strip() == "^ compared over steps 1-100 only: the baseline's loss goes on to step 200"
 
 
 # --- alignment: other logging intervals, other lengths, disjoint steps ------------------------
@@ -341,22 +364,31 @@ def _not_checked(code: int, doc: dict[str, Any], rule_id: str) -> dict[str, Any]
 
 
 def test_a_missing_baseline_is_not_checked_with_exit_2(tmp_path):
-    code, doc = compare_json(tmp_path / "nope", HF_RUNS / "lr_zero")
+    code, doc = compare_json(tmp_path / "nope", HF_RUNS / "overfit")
     report = _not_checked(code, doc, "TP-CMP-ERROR")
     assert report["reason"] == f"cannot compare with baseline {tmp_path / 'nope'}: no such file or folder"
     assert report["baseline"]["path"] == str(tmp_path / "nope")
-    assert report["artefact"]["path"] == "fixtures/hf_runs/lr_zero/trainer_state.json"
-    code, out, _ = cli("compare", tmp_path / "nope", HF_RUNS / "lr_zero")
+    assert report["artefact"]["path"] == "fixtures/hf_runs/overfit/trainer_state.json"
+    code, out, _ = cli("compare", tmp_path / "nope", HF_RUNS / "overfit")
     assert code == 2
-    assert (f"fixtures/hf_runs/lr_zero/trainer_state.json: NOT-CHECKED cannot compare with baseline "
+    assert (f"fixtures/hf_runs/overfit/trainer_state.json: NOT-CHECKED cannot compare with baseline "
             f"{tmp_path / 'nope'}: no such file or folder") in out.splitlines()
+
+
+def test_a_run_that_fails_alone_fails_even_when_the_baseline_is_missing(tmp_path):
+    code, doc = compare_json(tmp_path / "nope", HF_RUNS / "lr_zero")
+    assert code == 1
+    (report,) = doc["reports"]
+    assert report["verdict"] == "FAIL"
+    assert sorted(f["id"] for f in report["findings"]) == ["TP-CMP-ERROR", "TP-DEAD-RUN", "TP-ZERO-LR"]
+    assert report["reason"] == f"cannot compare with baseline {tmp_path / 'nope'}: no such file or folder"
 
 
 def test_an_unreadable_baseline_names_the_line_the_reader_stopped_at(tmp_path):
     (tmp_path / "broken").mkdir()
     text = (HEALTHY / "trainer_state.json").read_text(encoding="utf-8").splitlines()
     (tmp_path / "broken" / "trainer_state.json").write_text("\n".join(text[:40]) + "\n", encoding="utf-8")
-    code, doc = compare_json(tmp_path / "broken", HF_RUNS / "lr_zero")
+    code, doc = compare_json(tmp_path / "broken", HF_RUNS / "overfit")
     report = _not_checked(code, doc, "TP-CMP-ERROR")
     assert report["reason"].startswith(f"cannot compare with baseline {tmp_path / 'broken' / 'trainer_state.json'}:41:")
     assert "invalid JSON" in report["reason"]
@@ -368,7 +400,7 @@ def test_a_baseline_without_loss_is_uncomparable(tmp_path):
     state = {"log_history": [{"step": s, "eval_loss": 2.0 - s / 100} for s in range(10, 101, 10)],
              "max_steps": 100}
     (tmp_path / "evals" / "trainer_state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
-    code, doc = compare_json(tmp_path / "evals", HF_RUNS / "lr_zero")
+    code, doc = compare_json(tmp_path / "evals", HF_RUNS / "overfit")
     report = _not_checked(code, doc, "TP-CMP-UNCOMPARABLE")
     assert report["reason"] == (f"cannot compare with baseline {tmp_path / 'evals' / 'trainer_state.json'}: "
                                 "the baseline logs no loss")
@@ -388,9 +420,14 @@ def test_non_positive_losses_are_uncomparable(tmp_path):
     (tmp_path / "zero").mkdir()
     run = write_jsonl(tmp_path / "zero", [{"step": s, "loss": 0.0} for s in range(1, 101)])
     code, doc = compare_json(base, run)
-    report = _not_checked(code, doc, "TP-CMP-UNCOMPARABLE")
+    # Uncomparable, and a zero loss fails the run on its own: that FAIL is kept.
+    assert code == 1
+    (report,) = doc["reports"]
+    assert report["verdict"] == "FAIL"
     assert report["reason"].endswith("the run logs a loss of 0 in the common span: ratios of non-positive "
                                      "losses mean nothing")
+    assert [f["id"] for f in report["findings"] if f["level"] != "FAIL"] == ["TP-CMP-UNCOMPARABLE"]
+    assert sorted(f["id"] for f in report["findings"] if f["level"] == "FAIL") == own_fail_ids(run)
 
 
 def test_a_baseline_folder_with_several_runs_must_be_named_more_precisely():
@@ -425,8 +462,11 @@ def test_doctor_with_baseline_adds_a_comparison_report_after_each_run():
                    ("fixtures/hf_runs/lr_zero/trainer_state.json", "comparison",
                     "fixtures/hf_runs/healthy/trainer_state.json", "FAIL")]
     assert "TP-ZERO-LR" in {f["id"] for f in doc["reports"][0]["findings"]}
+    # The comparison report keeps the run's own FAILs beside the comparison's.
+    own = {f["id"] for f in doc["reports"][0]["findings"] if f["level"] == "FAIL"}
+    assert own == {"TP-DEAD-RUN", "TP-ZERO-LR"}
     assert {f["id"] for f in doc["reports"][1]["findings"]} == {"TP-END-RATIO", "TP-FLOOR-RATIO",
-                                                                "TP-IMPROVE-DEFICIT"}
+                                                                "TP-IMPROVE-DEFICIT"} | own
 
 
 def test_doctor_exit_code_reflects_a_comparison_fail(tmp_path):
@@ -515,8 +555,12 @@ def test_gallery_zero_learning_rate_fails_on_every_seed(seed, fraction):
     code, doc = gallery_compare("lr_zero", seed)
     report = doc["reports"][0]
     assert code == 1 and report["verdict"] == "FAIL"
-    assert [f["id"] for f in report["findings"]] == ["TP-IMPROVE-DEFICIT"]
-    assert report["findings"][0]["evidence"]["fraction"] == pytest.approx(fraction, abs=1e-4)
+    cmp = [f for f in report["findings"] if BY_ID[f["id"]].applies_to == "comparison"]
+    assert [f["id"] for f in cmp] == ["TP-IMPROVE-DEFICIT"]
+    assert cmp[0]["evidence"]["fraction"] == pytest.approx(fraction, abs=1e-4)
+    # Its own FAILs (judged alone) are kept in the comparison report.
+    own = sorted(f["id"] for f in report["findings"] if BY_ID[f["id"]].applies_to != "comparison")
+    assert own == own_fail_ids(GALLERY / "lr_zero" / seed)
 
 
 @gallery

@@ -485,7 +485,8 @@ def test_a_layout_without_a_loss_is_not_checked_and_names_its_columns(tmp_path, 
     path.write_text(text)
     report = judge(path)
     assert report.verdict is Verdict.NOT_CHECKED
-    assert report.reason == f"{path}: no loss column to judge (columns seen: accuracy, f1, step)"
+    assert report.reason == (f"{path}: no loss column to judge (columns seen: accuracy, f1, step); map one with "
+                             '`[tool.trainproof] columns = {loss = "NAME"}` (or eval_loss = ...) or `--column loss=NAME`')
     assert ids(report) == ["TP-NOT-CHECKED"]
 
 

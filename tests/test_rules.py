@@ -60,7 +60,7 @@ COVERED = {
     "TP-ZERO-GRAD", "TP-FLAT", "TP-DEAD-RUN", "TP-DIVERGE", "TP-LOSS-SPIKE",
     "TP-LOSS-SPIKE-UNRECOVERED", "TP-GRAD-SPIKE", "TP-LOSS-ABOVE-UNIFORM", "TP-ZERO-LR",
     "TP-ZERO-LR-PARTIAL", "TP-OVERFIT", "TP-STEP-ORDER", "TP-STEP-CLIFF", "TP-LOADER-BOUND",
-    "TP-THROUGHPUT",
+    "TP-THROUGHPUT", "TP-NAN-EVAL",
 }
 
 
@@ -95,6 +95,28 @@ def test_nan_loss_points_at_the_first_nan_line_and_counts_the_rest(tmp_path):
     assert start_line(f) == line_of(path, rows[3]) == 4
     assert f.evidence == {"first_step": 40, "count": 2, "points": 30}
     assert "step 40" in f.message and "2 of 30" in f.message
+
+
+def test_nan_eval_loss_fails_whatever_the_train_loss_does(tmp_path, healthy_rows):
+    rows = [dict(r) for r in healthy_rows]
+    for i, value in ((4, 2.1), (9, 1.9), (14, NAN), (19, INF), (24, NAN)):  # steps 50..250
+        rows[i]["eval_loss"] = value
+    path, report = judge_rows(tmp_path, rows)
+    f = only(report, "TP-NAN-EVAL")
+    assert f.level is Level.FAIL and report.verdict is Verdict.FAIL
+    assert start_line(f) == line_of(path, rows[14]) == 14
+    assert f.evidence == {"first_step": 150, "count": 3, "points": 5}
+    assert f.message == ("eval loss (eval_loss) is nan at step 150; 3 of 5 logged eval losses are not "
+                         "finite (limit 0)")
+    none_of(report, "TP-NAN")  # the train loss is healthy
+
+
+def test_finite_eval_loss_does_not_fire_nan_eval(tmp_path, healthy_rows):
+    rows = [dict(r, eval_loss=2.0 - 0.01 * i) if i % 5 == 4 else r for i, r in enumerate(healthy_rows)]
+    _, report = judge_rows(tmp_path, rows)
+    assert ran(report, "TP-NAN-EVAL")
+    none_of(report, "TP-NAN-EVAL")
+    assert report.verdict is Verdict.PASS
 
 
 def test_finite_loss_does_not_fire_nan(tmp_path, healthy_rows):
@@ -594,14 +616,17 @@ def test_improving_eval_loss_is_not_overfitting(tmp_path):
 
 # --- steps and timing ---------------------------------------------------------------------
 
-def test_steps_going_back_warn_at_the_repeat_with_the_earlier_point_related(tmp_path):
+def test_steps_going_back_warn_at_the_rewind_with_the_earlier_point_related(tmp_path):
+    # A resume from the checkpoint at step 30 re-logs 30-50: one run that rewound (not back
+    # to its start, so not an appended run).
     rows = [{"step": s, "loss": v} for s, v in zip([10, 20, 30, 40, 50, 30, 40, 50, 60], falling(9))]
     path, report = judge_rows(tmp_path, rows)
     f = only(report, "TP-STEP-ORDER")
     assert f.level is Level.WARN
     assert start_line(f) == line_of(path, rows[5]) == 5
-    assert f.evidence == {"step": 30, "previous_step": 50, "out_of_order": 1}
-    assert "repeats 30 after step 50" in f.message
+    assert f.evidence == {"step": 30, "previous_step": 50, "rewinds": 1, "overlap": 3}
+    assert "goes back to 30 after step 50" in f.message and "re-logs 3 step(s)" in f.message
+    assert report.segments == ()
     (rel,) = f.related
     assert start_line(rel) == line_of(path, rows[2]) == 2
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from . import TOOL_NAME, __version__
-from .config import Config, ConfigError, discover, load_file, with_vocab
+from .config import Config, ConfigError, discover, load_file, with_columns, with_vocab
 from .model import Level, Outcome, ReadError, Verdict
 
 if TYPE_CHECKING:
@@ -43,6 +43,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="settings file (TOML with [tool.trainproof]); default: nearest pyproject.toml")
     p.add_argument("--vocab-size", metavar="N", type=int,
                    help="number of output classes (LM vocabulary or labels) for TP-LOSS-ABOVE-UNIFORM")
+    p.add_argument("--column", metavar="SERIES=NAME", action="append", default=None,
+                   help="read the log's column (key, tag) NAME as SERIES (loss, eval_loss, lr, grad_norm, "
+                        "step, ...) when its name is not one the readers know; repeatable")
     p.add_argument("-v", "--verbose", action="store_true", help="list checks that ran and files passed over")
 
 
@@ -126,7 +129,7 @@ def _config(args: argparse.Namespace, anchor: Path) -> Config:
     config = load_file(args.config) if args.config else discover(anchor.resolve())
     if args.vocab_size is not None and args.vocab_size < 2:
         raise ConfigError("--vocab-size must be at least 2")
-    return with_vocab(config, args.vocab_size)
+    return with_columns(with_vocab(config, args.vocab_size), getattr(args, "column", None), "--column")
 
 
 def _emit(outcome: Outcome, args: argparse.Namespace, runs: "Mapping[str, Run] | None" = None) -> int:

@@ -85,21 +85,33 @@ def _finding(rule_id: str, level: Level, message: str, location: Location) -> Fi
     return Finding(id=rule_id, level=level, message=message, evidence={}, location=location)
 
 
-def _not_compared(run_artefact: Artefact, baseline: Baseline, finding: Finding, reason: str) -> Report:
+def _not_compared(run_artefact: Artefact, baseline: Baseline, finding: Finding, reason: str,
+                  own_fails: tuple[Finding, ...] = ()) -> Report:
+    """A comparison that could not be made: NOT-CHECKED with its reason, unless the run
+    fails on its own — a FAIL the comparison cannot hide."""
     skipped = tuple(Check(group=r.id, ran=False, reason=reason) for r in comparison_rules())
-    return Report(artefact=run_artefact, verdict=Verdict.NOT_CHECKED, findings=(finding,),
-                            checks=skipped, reason=reason, baseline=baseline.artefact)
+    findings = sorted((finding, *own_fails), key=engine.finding_order)
+    return Report(artefact=run_artefact, verdict=engine.verdict_of(findings), findings=tuple(findings),
+                  checks=skipped, reason=reason, baseline=baseline.artefact)
 
 
-def compare_run(run: Run, baseline: Baseline, config: Config) -> Report:
+def _own_fails(own: Report | None) -> tuple[Finding, ...]:
+    """The run's single-run FAIL findings (NaN, zero learning rate, divergence...): a run
+    judged against a baseline keeps every one of them, whatever the ratios say."""
+    return tuple(f for f in own.findings if f.level is Level.FAIL) if own is not None else ()
+
+
+def compare_run(run: Run, baseline: Baseline, config: Config, own: Report | None = None) -> Report:
     """One run against the baseline: every enabled comparison rule, or NOT-CHECKED with a
-    one-line reason when the baseline is unusable or the two cannot be aligned."""
+    one-line reason when the baseline is unusable or the two cannot be aligned. `own` is
+    the run's single-run report: its FAIL findings are kept in the comparison report."""
     artefact = Artefact(path=run.path, kind="comparison", format=run.format, sources=run.sources)
+    kept = _own_fails(own)
     if baseline.run is None:
         reason = f"cannot compare with baseline {baseline.reason}"
         where = baseline.location or Location(path=baseline.path)
         return _not_compared(artefact, baseline, _finding(CMP_ERROR_RULE.id, CMP_ERROR_RULE.level, reason, where),
-                             reason)
+                             reason, kept)
     try:
         pair = align(run, baseline.run, config.limits_for(UNCOMPARABLE_RULE), baseline_report=baseline.report)
     except Uncomparable as e:
@@ -108,11 +120,13 @@ def compare_run(run: Run, baseline: Baseline, config: Config) -> Report:
         loss = side.get("loss")
         where = side.location(loss.records[-1] if loss is not None else None)
         return _not_compared(artefact, baseline,
-                             _finding(UNCOMPARABLE_RULE.id, UNCOMPARABLE_RULE.level, reason, where), reason)
+                             _finding(UNCOMPARABLE_RULE.id, UNCOMPARABLE_RULE.level, reason, where), reason, kept)
     findings, checks = engine.run_rules(comparison_rules(), pair, Context(), config)
+    findings.extend(kept)
     findings.sort(key=engine.finding_order)
     summary: dict[str, Number] = dict(pair.summary())
     summary["baseline_verdict"] = baseline.report.verdict.value if baseline.report else None
+    summary["run_verdict"] = own.verdict.value if own is not None else None
     return Report(artefact=artefact, verdict=engine.verdict_of(findings), findings=tuple(findings),
                             checks=tuple(checks), baseline=baseline.artefact, comparison=summary)
 
@@ -160,12 +174,12 @@ def _compare(baseline_path: Path, run_paths: Iterable[Path], config: Config,
             reports.append(_not_compared(art, baseline, _finding(NOT_CHECKED.id, NOT_CHECKED.level, reason,
                                                                   where or Location(path=str(path))), reason))
             continue
-        for run, _ in found:
+        for run, own in found:
             if baseline.run is not None and _same(run.path, baseline.run.path) and len(found) > 1:
                 continue  # a folder of runs that holds the baseline: not compared with itself
             if runs is not None:
                 runs.setdefault(run.path, run)
-            reports.append(compare_run(run, baseline, config))
+            reports.append(compare_run(run, baseline, config, own))
     return Outcome(reports=tuple(reports))
 
 
@@ -193,7 +207,7 @@ def _doctor(paths: Iterable[Path], config: Config, baseline_path: Path, runs: di
             runs.setdefault(run.path, run)
         if baseline.run is not None and _same(run.path, baseline.run.path):
             return None
-        return compare_run(run, baseline, config)
+        return compare_run(run, baseline, config, report)
 
     return engine.doctor(paths, config, also=against)
 

@@ -6,6 +6,7 @@ command-line flags on top.
     ignore = ["TP-GRAD-SPIKE"]            # never these
     vocab_size = 151936                   # classes for TP-LOSS-ABOVE-UNIFORM
     baseline = "runs/known-good"          # compare runs with this one (relative to this file)
+    columns = {loss = "MyLoss", eval_loss = "Dev NLL"}   # log columns the alias table misses
 
     [tool.trainproof.caps]                # size caps for huge or hostile files (caps.py)
     max_log_mb = 1024
@@ -48,6 +49,9 @@ class Config:
     baseline: str | None = None
     # Size caps for hostile or huge files (caps.py): over a cap is NOT-CHECKED.
     caps: Caps = DEFAULT_CAPS
+    # Canonical series (loss, eval_loss, lr, grad_norm, ..., or step) -> the column, key or
+    # tag a log names it by, for names the readers' alias table does not know.
+    columns: Mapping[str, str] = field(default_factory=dict)
 
     def enabled(self, rule: Rule) -> bool:
         if rule.id in self.ignore:
@@ -71,7 +75,7 @@ def _rule_ids(value: Any, key: str, where: str) -> frozenset[str]:
 
 
 def from_table(table: Mapping[str, Any], where: str) -> Config:
-    known = {"select", "ignore", "limits", "vocab_size", "baseline", "caps"}
+    known = {"select", "ignore", "limits", "vocab_size", "baseline", "caps", "columns"}
     extra = sorted(set(table) - known)
     if extra:
         raise ConfigError(f"{where}: unknown setting(s) {', '.join(extra)}; known: {', '.join(sorted(known))}")
@@ -110,9 +114,43 @@ def from_table(table: Mapping[str, Any], where: str) -> Config:
         caps = caps_from_table(table.get("caps", {}), where)
     except CapsError as e:
         raise ConfigError(str(e)) from None
+    columns = parse_columns(table.get("columns", {}), f"{where}: columns")
     return Config(select=select, ignore=ignore, limits=limits, vocab_size=vocab,
                   vocab_source=f"vocab_size in {where}" if vocab else None, source=where,
-                  baseline=baseline, caps=caps)
+                  baseline=baseline, caps=caps, columns=columns)
+
+
+def parse_columns(value: Any, where: str) -> dict[str, str]:
+    """The `columns` setting: a table {series = "column name"} (TOML), or "series=name"
+    strings (`--column`, the editor setting). Series are the canonical names."""
+    from .readers.metrics import MAPPABLE
+
+    pairs: list[tuple[Any, Any]] = []
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        for item in value:
+            series, sep, name = item.partition("=")
+            if not sep:
+                raise ConfigError(f"{where}: {item!r} is not SERIES=COLUMN (e.g. loss=MyLoss)")
+            pairs.append((series.strip(), name.strip()))
+    else:
+        raise ConfigError(f"{where} must map series to column names, e.g. {{loss = \"MyLoss\"}}")
+    out: dict[str, str] = {}
+    for series, name in pairs:
+        if series not in MAPPABLE:
+            raise ConfigError(f"{where}: unknown series {series!r}; known: {', '.join(MAPPABLE)}")
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"{where}: {series} must name a column (a non-empty string)")
+        out[series] = name
+    return out
+
+
+def with_columns(config: Config, columns: "list[str] | tuple[str, ...] | None", where: str) -> Config:
+    """`--column SERIES=NAME` (or the editor setting) on top of the file's `columns`."""
+    if not columns:
+        return config
+    return dataclasses.replace(config, columns={**config.columns, **parse_columns(list(columns), where)})
 
 
 def load_file(path: Path) -> Config:

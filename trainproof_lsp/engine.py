@@ -6,15 +6,16 @@ coverage honest (every rule either ran or is listed as skipped with its reason).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from .caps import not_regular
 from .config import Config
 from .detect import HEAD_BYTES, RESIDENTS, Detected, detect
-from .model import (Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
-                    Report, Run, Span, Verdict)
+from .model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
+                    Related, Report, Run, Segment, Series, Span, Verdict)
 from .readers.adjacent import run_root
 from .readers.checkpoint import CheckpointFacts
 
@@ -27,9 +28,17 @@ from .readers.tensorboard import read_event_files, run_folder
 from .readers.trainer_state import read_trainer_state
 from .rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Rule, Skip, metric_rules, rules_for
 from .rules.eventfile import CORRUPT_RULE, TRUNCATED_RULE
+from .rules.nonfinite import NAN_RULE
+from .rules.steps import APPENDED_RULE as APPENDED_RUNS, seams
+
+NAN_RULE_ID = NAN_RULE.id
+# Formats whose records are the file's rows in order, so a step going back is a row
+# written later (event files are merged and sorted by step; MLflow numbers each metric
+# file's lines apart).
+_ROW_ORDER_FORMATS = frozenset({"hf-trainer-state", "metrics-jsonl", "metrics-json", "metrics-csv"})
 from .tfevents import EventFileScan
 
-_READERS: dict[str, Callable[[Path, bytes], Run]] = {
+_READERS: dict[str, Callable[..., Run]] = {
     "hf-trainer-state": read_trainer_state,
     "metrics-jsonl": read_metrics_jsonl,
     "metrics-json": read_metrics_json_array,
@@ -98,13 +107,37 @@ def run_rules(rules: Iterable[Rule], subject: Any, ctx: Any, config: Config, *,
 def judge_run(run: Run, config: Config, *, kind: str = "metrics",
               extra: Iterable[Finding] = ()) -> Report:
     """All enabled metric rules over one run; `extra` findings (reader damage reports)
-    join the rule findings."""
+    join the rule findings. A log of several appended runs is split and each run judged
+    on its own (`judge_segments`)."""
+    cuts = seams(run, config.limits_for(APPENDED_RUNS)) if run.format in _ROW_ORDER_FORMATS else ()
+    if cuts:
+        return judge_segments(run, cuts, config, kind=kind, extra=extra)
+    return _judge_one(run, config, kind=kind, extra=extra)
+
+
+def _eval_as_loss(run: Run) -> Run:
+    """A log that carries only eval losses, with the eval series standing in as the loss:
+    the loss rules (trend, spikes, step order) judge it; TP-NAN-EVAL and TP-OVERFIT judge
+    the eval series under its own name."""
+    ev = run.series[EVAL_LOSS]
+    series = dict(run.series)
+    series[LOSS] = Series(LOSS, ev.source_name, ev.steps, ev.values, ev.records)
+    return dataclasses.replace(run, series=series, memo={})
+
+
+def _judge_one(run: Run, config: Config, *, kind: str = "metrics",
+               extra: Iterable[Finding] = ()) -> Report:
     ctx = _context(run, config)
     def missing_series(rule: Rule) -> str | None:
         missing = [name for name in rule.needs if run.get(name) is None]
         return f"no {' or '.join(missing)} series in the log" if missing else None
 
-    findings, checks = run_rules(metric_rules(), run, ctx, config, precheck=missing_series)
+    ev = run.get(EVAL_LOSS)
+    if run.get(LOSS) is None and ev is not None:
+        # Only eval losses in the log: they are what there is to judge, loss rules included.
+        findings, checks = _judge_eval_only(run, ev, ctx, config, missing_series)
+    else:
+        findings, checks = run_rules(metric_rules(), run, ctx, config, precheck=missing_series)
     findings[:0] = [f for f in extra if config.enabled(BY_ID[f.id])]
     if run.notes:
         findings.append(_skipped_records(run))
@@ -122,6 +155,108 @@ def judge_run(run: Run, config: Config, *, kind: str = "metrics",
         checks=tuple(checks),
         reason=reason,
     )
+
+
+def _judge_eval_only(run: Run, ev: Series, ctx: Context, config: Config,
+                     missing_series: Callable[[Rule], str | None]) -> tuple[list[Finding], list[Check]]:
+    """The rules that read the loss run on the eval series (their findings and skip
+    reasons say so); the rest on the run as it is. Checks keep the registry's order."""
+    derived = _eval_as_loss(run)
+    what = f"eval loss ({ev.source_name}; the log has no train loss)"
+    rules = metric_rules()
+    on_eval = [r for r in rules if LOSS in r.needs and r.id != NAN_RULE_ID]
+
+    def precheck(rule: Rule) -> str | None:
+        if rule.id == NAN_RULE_ID:
+            return "no train loss in the log; TP-NAN-EVAL judges its eval loss"
+        return missing_series(rule)
+
+    own_f, own_c = run_rules([r for r in rules if r not in on_eval], run, ctx, config, precheck=precheck)
+    ev_f, ev_c = run_rules(on_eval, derived, ctx, config,
+                           precheck=lambda r: None if r.needs == (LOSS,) else missing_series(r))
+    ev_f = [dataclasses.replace(f, message=f"{what}: {f.message}", evidence={**f.evidence, "series": EVAL_LOSS})
+            for f in ev_f]
+    ev_c = [c if c.ran else dataclasses.replace(c, reason=f"{what}: {c.reason}") for c in ev_c]
+    by_id = {c.group: c for c in own_c + ev_c}
+    return own_f + ev_f, [by_id[r.id] for r in rules if r.id in by_id]
+
+
+def judge_segments(run: Run, cuts: tuple[int, ...], config: Config, *, kind: str = "metrics",
+                   extra: Iterable[Finding] = ()) -> Report:
+    """A log of several appended runs (rules/steps.seams): every run judged on its own,
+    so no finding spans a seam. One report for the file: its findings are the runs'
+    (each message names its run and lines), `segments` holds each run's sub-report."""
+    last_record = max((r for s in run.series.values() for r in s.records), default=0)
+    bounds = (0, *cuts, last_record + 1)
+    count = len(bounds) - 1
+    findings: list[Finding] = [f for f in extra if config.enabled(BY_ID[f.id])]
+    segments: list[Segment] = []
+    per_rule: dict[str, list[tuple[int, Check]]] = {}
+    primary_name = LOSS if run.get(LOSS) is not None else EVAL_LOSS
+    for k, (lo, hi) in enumerate(zip(bounds, bounds[1:]), 1):
+        part = _segment_run(run, lo, hi)
+        primary = part.series[primary_name]
+        first_span = run.record_spans.span(primary.records[0])
+        last_span = run.record_spans.span(primary.records[-1])
+        a = first_span.start_line if first_span else None
+        b = last_span.end_line if last_span else None
+        lines = f"lines {a + 1}-{b + 1}, " if a is not None and b is not None else ""
+        tag = f"run {k} of {count} in this log: {lines}steps {primary.steps[0]}-{primary.steps[-1]}"
+        report = _judge_one(part, config, kind=kind)
+        mine = [dataclasses.replace(f, message=f"{f.message} [{tag}]", evidence={**f.evidence, "segment": k})
+                for f in report.findings]
+        if k > 1 and config.enabled(APPENDED_RUNS):
+            prev = run.series[primary_name]
+            i = prev.records.index(primary.records[0])
+            mine.append(Finding(
+                id=APPENDED_RUNS.id, level=APPENDED_RUNS.level,
+                message=(f"run {k} of {count} in this log starts here ({lines}steps {primary.steps[0]}-"
+                         f"{primary.steps[-1]}, {len(primary)} {primary_name} points): the step goes back from "
+                         f"{prev.steps[i - 1]} to {prev.steps[i]}; judged on its own"),
+                evidence={"segment": k, "segments": count, "first_step": primary.steps[0],
+                          "last_step": primary.steps[-1], "previous_step": prev.steps[i - 1],
+                          "points": len(primary)},
+                location=run.location(primary.records[0]),
+                related=(Related(location=run.location(prev.records[i - 1]),
+                                 message=f"the run before ends at step {prev.steps[i - 1]}"),),
+                limits=APPENDED_RUNS.limits_dict(config.limits_for(APPENDED_RUNS))))
+        findings.extend(mine)
+        for c in report.checks:
+            per_rule.setdefault(c.group, []).append((k, c))
+        segments.append(Segment(index=k, first_line=a, last_line=b, first_step=primary.steps[0],
+                                last_step=primary.steps[-1], points=len(primary), verdict=report.verdict,
+                                findings=tuple(f.id for f in mine), checks=report.checks))
+    checks = []
+    for group, results in per_rule.items():
+        skipped = [(k, c) for k, c in results if not c.ran]
+        if not skipped and len(results) == count:
+            checks.append(Check(group=group, ran=True))
+        else:
+            k, c = skipped[0] if skipped else (0, Check(group=group, ran=False, reason="not run"))
+            checks.append(Check(group=group, ran=False, reason=f"run {k} of {count}: {c.reason}"))
+    if run.notes:
+        findings.append(_skipped_records(run))
+    findings.sort(key=finding_order)
+    verdict = verdict_of(findings)
+    reason = ""
+    if verdict is Verdict.PASS and all(g.verdict is Verdict.NOT_CHECKED for g in segments):
+        verdict = Verdict.NOT_CHECKED
+        reason = f"{run.path}: no check could run on any of its {count} runs"
+    return Report(artefact=Artefact(path=run.path, kind=kind, format=run.format, sources=run.sources),
+                  verdict=verdict, findings=tuple(findings), checks=tuple(checks), reason=reason,
+                  segments=tuple(segments))
+
+
+def _segment_run(run: Run, lo: int, hi: int) -> Run:
+    """The part of a run logged in records [lo, hi): one of several appended runs."""
+    series = {}
+    for name, s in run.series.items():
+        keep = [i for i, r in enumerate(s.records) if lo <= r < hi]
+        if keep:
+            series[name] = Series(s.name, s.source_name, tuple(s.steps[i] for i in keep),
+                                  tuple(s.values[i] for i in keep), tuple(s.records[i] for i in keep))
+    return dataclasses.replace(run, series=series, notes=(), memo={},
+                               meta=dataclasses.replace(run.meta, best_step=None, best_checkpoint=None))
 
 
 def _skipped_records(run: Run) -> Finding:
@@ -152,7 +287,8 @@ def _head(path: Path) -> bytes:
         return fh.read(HEAD_BYTES)
 
 
-def read_run(path: Path, detected: Detected, data: bytes | None = None, config: Config | None = None) -> Run:
+def read_run(path: Path, detected: Detected, data: bytes | None = None, config: Config | None = None, *,
+             columns: "Mapping[str, str] | None" = None) -> Run:
     from .readers.trainer_state import check_caps
 
     reader = _READERS[detected.format]
@@ -163,6 +299,8 @@ def read_run(path: Path, detected: Detected, data: bytes | None = None, config: 
     check_caps(path, data, caps, entries=detected.format == "hf-trainer-state")
     if b"\x00" in data[:HEAD_BYTES]:
         raise ReadError(f"{path}: binary data (NUL bytes), not a text log")
+    if columns and detected.format != "coqui-log":  # the `columns` setting: names the alias table misses
+        return reader(path, data, columns=columns)  # type: ignore[call-arg]
     return reader(path, data)
 
 
@@ -193,7 +331,7 @@ def judge_file(path: Path, config: Config, *, data: bytes | None = None,
     if detected.format == "tfevents":
         return judge_event_files([path], config)
     try:
-        run = read_run(path, detected, data, config)
+        run = read_run(path, detected, data, config, columns=config.columns)
     except ReadError as e:
         return not_checked(name, "metrics", detected.format, str(e), e)
     except OSError as e:
@@ -224,7 +362,7 @@ def judge_event_files(paths: list[Path], config: Config) -> Report:
     """One run's event files (shards, Keras splits) judged as one run."""
     name = str(paths[0])
     try:
-        run, scans = read_event_files(paths, verify_crc=True)
+        run, scans = read_event_files(paths, verify_crc=True, columns=config.columns)
     except ReadError as e:
         return not_checked(name, "metrics", "tfevents", str(e), e)
     except OSError as e:
@@ -355,10 +493,11 @@ def _group_key(path: Path, detected: Detected) -> Path:
 
 
 def _read_text_run(path: Path, detected: Detected, config: Config | None = None) -> Run | Report:
+    columns = config.columns if config is not None else None
     try:
         if detected.format == "mlflow":
-            return read_mlflow_run(path)
-        return read_run(path, detected, config=config)
+            return read_mlflow_run(path, columns=columns)
+        return read_run(path, detected, config=config, columns=columns)
     except ReadError as e:
         return not_checked(str(path), "metrics", detected.format, str(e), e)
     except OSError as e:
@@ -421,7 +560,7 @@ def _judge_metric_files(files: list[tuple[Path, Detected]], config: Config, not_
         extra: list[Finding] = []
         if events:
             try:
-                event_run, scans = read_event_files(events, verify_crc=True)
+                event_run, scans = read_event_files(events, verify_crc=True, columns=config.columns)
                 extra = event_file_findings(scans)
                 for p, scan in zip(events, scans):
                     if not scan.scalars and str(p) not in event_run.sources:

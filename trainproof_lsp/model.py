@@ -257,6 +257,23 @@ class Artefact:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Segment:
+    """One run of a log that holds several runs appended one after another (the step goes
+    back to the start): judged on its own, as a sub-report of the file's report. Lines are
+    0-based, as in locations; `findings` are the ids of the report's findings from it."""
+
+    index: int  # 1-based: run 1 of N
+    first_line: int | None
+    last_line: int | None
+    first_step: int
+    last_step: int
+    points: int  # loss points (eval points when the log has no train loss)
+    verdict: Verdict
+    findings: tuple[str, ...]
+    checks: tuple[Check, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Report:
     artefact: Artefact
     verdict: Verdict
@@ -268,6 +285,9 @@ class Report:
     # (JSON `baseline` and `comparison`, CONTRACTS.md §5). None / empty otherwise.
     baseline: Artefact | None = None
     comparison: Mapping[str, Number] = field(default_factory=dict, hash=False)
+    # A log of several appended runs: each run's sub-report (JSON `segments`). Empty for
+    # a log of one run.
+    segments: tuple[Segment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -69,6 +69,14 @@ def report_json(r: Report) -> dict[str, Any]:
     if baseline is not None:
         out["baseline"] = _artefact_json(baseline)
         out["comparison"] = {k: _number(v) for k, v in r.comparison.items()}
+    if r.segments:  # a log of appended runs: one sub-report per run
+        out["segments"] = [{
+            "index": g.index, "first_line": g.first_line, "last_line": g.last_line,
+            "first_step": g.first_step, "last_step": g.last_step, "points": g.points,
+            "verdict": g.verdict.value, "findings": list(g.findings),
+            "checks": {"ran": [c.group for c in g.checks if c.ran],
+                       "skipped": [{"id": c.group, "reason": c.reason} for c in g.checks if not c.ran]},
+        } for g in r.segments]
     return out
 
 
@@ -97,6 +105,9 @@ def _where(loc: Location) -> str:
     if loc.byte_offset is not None:
         return f"{loc.path}@{loc.byte_offset}"
     return loc.path
+
+
+_LEVEL_OF = {rule.id: rule.level for rule in REGISTRY}
 
 
 def to_text(o: Outcome, *, verbose: bool = False) -> str:
@@ -135,6 +146,17 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
             f"== {r.artefact.path}{sources}: {r.verdict.value} — {len(counted)} finding(s); "
             f"{len(ran)} check(s) ran, {len(skipped)} skipped"
         )
+        note = r.comparison.get("common_note") if r.comparison else None
+        if note:  # the common span ends before a run does: what the comparison did not see
+            out.append(f"   {note}")
+        for g in r.segments:  # a log of appended runs: each run's own verdict and lines
+            lines = f"lines {g.first_line + 1}-{g.last_line + 1}, " if g.first_line is not None and \
+                g.last_line is not None else ""
+            out.append(f"   run {g.index} of {len(r.segments)}: {lines}steps {g.first_step}-{g.last_step}, "
+                       f"{g.points} points: {g.verdict.value}"
+                       + (f" ({', '.join(shown)})" if (shown := sorted(
+                           {i for i in g.findings if i in _LEVEL_OF and _LEVEL_OF[i] in (Level.FAIL, Level.WARN)}))
+                          else ""))
         if verbose or r.verdict is Verdict.PASS:
             out.append(f"   checked: {', '.join(ran) if ran else 'nothing'}")
         by_reason: dict[str, list[str]] = {}
@@ -215,6 +237,8 @@ def ranking_table(reports: Iterable[Report]) -> list[str]:
                 f"{_pct(-base_change if base_change is not None else None):>10} "
                 f"{_ratio(c.get('eval_best_ratio')):>9} {_ratio(c.get('eval_end_ratio')):>8}  "
                 f"{r.artefact.path}" + (f"  {' '.join(ids)}" if ids else ""))
+            if c.get("common_note"):  # ratios above are over the common span only: say so
+                out.append(f"  {'':>2}  {'':<11} {'':>56}  ^ {c['common_note']}")
     return out
 
 

@@ -677,6 +677,8 @@ def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index) -> str:
                    + (f" (judged alone: {escape(str(alone))})" if alone else "")
                    + (f"; aligned on the {escape(str(comparison.get('axis')))} axis" if comparison.get("axis") else "")
                    + "</p>")
+    if comparison.get("common_note"):  # the common span ends before a run does
+        out.append(f'<p class="reason common-span">{escape(str(comparison["common_note"]))}</p>')
     if r.reason:
         out.append(f'<p class="reason"><strong>{escape(v)}:</strong> {escape(r.reason)}</p>')
 

@@ -8,8 +8,13 @@ Who writes them and what they look like:
 - Keras CSVLogger:        epoch,loss,val_loss  (one row per epoch; epoch is the step)
 
 Columns map onto canonical series through the alias table below; the first alias
-present wins. A layout without any loss column is not judged: the reader says which
-columns it saw.
+present wins. Names are matched as people write them: exactly (ignoring case) first, then
+normalised (`TrainLoss`, `Train Loss`, `train-loss` and `train/loss` are all `train_loss`;
+`ValLoss`, `Validation Loss`, `eval/loss` are eval losses), then by shape (`val_*_loss`,
+`train_*_loss`) when exactly one column has it. A mapping the user gives
+(`[tool.trainproof] columns = {loss = "MyLoss"}`, `--column loss=MyLoss`) comes before all
+of that. A layout without any loss column is not judged: the reader says which columns it
+saw and how to map one.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import csv
 import io
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import msgspec
 
@@ -33,7 +38,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     LOSS: ("train/loss", "train_loss_step", "loss_step", "train/loss_step", "loss", "train_loss",
            "training_loss", "trainer/loss", "loss/train", "train/train_loss", "train_loss_epoch"),
     EVAL_LOSS: ("eval/loss", "eval_loss", "val_loss", "val/loss", "validation_loss", "valid_loss",
-                "val_loss_epoch", "loss/val", "loss/validation", "validation/loss", "test/loss"),
+                "val_loss_epoch", "loss/val", "loss/validation", "validation/loss", "test/loss",
+                "loss/valid", "loss/eval", "loss/test", "evaluation_loss", "dev_loss", "test_loss"),
     LR: ("train/learning_rate", "learning_rate", "lr", "train/lr", "trainer/learning_rate"),
     GRAD_NORM: ("train/grad_norm", "grad_norm", "gradient_norm", "grad_norm_step", "train/gradient_norm",
                 "grad_norm/total"),
@@ -55,19 +61,79 @@ _LR_MONITOR = re.compile(r"^lr-[A-Za-z0-9_]+(/pg\d+)?$")
 KNOWN_KEYS = frozenset(k for names in ALIASES.values() for k in names) | frozenset(STEP_ALIASES)
 
 
-def map_columns(names: Iterable[str]) -> tuple[dict[str, str], str | None]:
-    """canonical series -> column, and the step column, for a set of column names."""
-    by_lower = {}
-    for n in names:
+# Names split where people split words: camelCase humps and any run of characters that
+# is not a letter or digit ("TrainLoss", "Train Loss", "train-loss", "train/loss").
+_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_NOT_WORD = re.compile(r"[^a-z0-9]+")
+# Loss columns by shape, for names no alias lists ("val_nll_loss", "Training Total Loss");
+# used only when exactly one column has the shape, so two candidates are never guessed
+# between.
+_SHAPES: dict[str, re.Pattern[str]] = {
+    EVAL_LOSS: re.compile(r"^(?:eval|evaluation|val|valid|validation|dev|test)_(?:[a-z0-9]+_)*loss(?:_epoch)?$"
+                          r"|^(?:[a-z0-9]+_)*loss_(?:eval|val|valid|validation|dev|test)$"),
+    LOSS: re.compile(r"^(?:train|training)_(?:[a-z0-9]+_)*loss(?:_step|_epoch)?$"
+                     r"|^(?:[a-z0-9]+_)*loss_(?:train|training)$"),
+}
+# What a mapping setting may name: the canonical series, and the step column.
+MAPPABLE = (*ALIASES, "step")
+
+
+def normalise_name(name: str) -> str:
+    """A column/key/tag name as words joined by `_`, lower case: `TrainLoss`, `Train Loss`
+    and `train/loss` are all `train_loss`; `ValLoss` is `val_loss`."""
+    return _NOT_WORD.sub("_", _HUMP.sub("_", name.strip()).lower()).strip("_")
+
+
+def map_columns(names: Iterable[str], mapping: Mapping[str, str] | None = None,
+                exclude: frozenset[str] = frozenset()) -> tuple[dict[str, str], str | None]:
+    """canonical series -> column, and the step column, for a set of column names.
+
+    `mapping` (canonical series or "step" -> column name, from the settings) is applied
+    first; `exclude` are names never mapped by alias or shape (a reader's summary keys)."""
+    all_names = list(dict.fromkeys(names))
+    by_lower: dict[str, str] = {}
+    by_norm: dict[str, str] = {}
+    for n in all_names:
+        if n in exclude:
+            continue
         by_lower.setdefault(n.lower(), n)
+        by_norm.setdefault(normalise_name(n), n)
     chosen: dict[str, str] = {}
-    step = next((by_lower[a] for a in STEP_ALIASES if a in by_lower), None)
+    taken: set[str] = set()
+    step: str | None = None
+    for series, want in (mapping or {}).items():
+        col = want if want in all_names else by_lower.get(want.lower()) or by_norm.get(normalise_name(want))
+        if col is None:
+            continue
+        if series == "step":
+            step = col
+        else:
+            chosen[series] = col
+        taken.add(col)
+
+    def find(aliases: Iterable[str]) -> str | None:
+        aliases = tuple(aliases)
+        for table, key in ((by_lower, str.lower), (by_norm, normalise_name)):
+            for a in aliases:
+                col = table.get(key(a))
+                if col is not None and col not in taken:
+                    return col
+        return None
+
+    if step is None:
+        step = find(STEP_ALIASES)
+        if step is not None:
+            taken.add(step)
     for series, aliases in ALIASES.items():
-        for a in aliases:
-            col = by_lower.get(a)
-            if col is not None and col != step:
-                chosen[series] = col
-                break
+        if series in chosen:
+            continue
+        col = find(aliases)
+        if col is None and series in _SHAPES:
+            fits = [n for k, n in by_norm.items() if n not in taken and _SHAPES[series].match(k)]
+            col = fits[0] if len(fits) == 1 else None
+        if col is not None:
+            chosen[series] = col
+            taken.add(col)
     if LR not in chosen:
         monitor = sorted(n for n in by_lower.values() if _LR_MONITOR.match(n))
         if monitor:
@@ -78,20 +144,26 @@ def map_columns(names: Iterable[str]) -> tuple[dict[str, str], str | None]:
     return chosen, step
 
 
-def _no_loss(path: str, names: Iterable[str]) -> ReadError:
-    seen = ", ".join(sorted(set(names))[:30]) or "none"
-    return ReadError(f"{path}: no loss column to judge (columns seen: {seen})")
+def no_loss_error(path: str, names: Iterable[str], what: str = "column") -> ReadError:
+    """The one-line reason for a log whose loss the reader could not find: the names it
+    saw, and the setting that maps one."""
+    seen = sorted(set(names))
+    shown = ", ".join(seen[:30]) + (f" (and {len(seen) - 30} more)" if len(seen) > 30 else "") or "none"
+    example = next((n for n in seen if "loss" in n.lower()), "NAME")
+    return ReadError(f"{path}: no loss {what} to judge ({what}s seen: {shown}); map one with "
+                     f'`[tool.trainproof] columns = {{loss = "{example}"}}` (or eval_loss = ...) '
+                     f"or `--column loss={example}`")
 
 
 def _build(path: Path, fmt: str, rows: list[dict[str, Any]], spans: RecordSpans,
-           notes: list[tuple[int, str]]) -> Run:
+           notes: list[tuple[int, str]], columns_map: Mapping[str, str] | None = None) -> Run:
     names: dict[str, None] = {}
     for r in rows:
         for k in r:
             names.setdefault(k, None)
-    chosen, step_col = map_columns(names)
+    chosen, step_col = map_columns(names, columns_map)
     if LOSS not in chosen and EVAL_LOSS not in chosen:
-        raise _no_loss(str(path), names)
+        raise no_loss_error(str(path), names)
     columns = Columns()
     for i, row in enumerate(rows):
         if step_col is not None:
@@ -130,7 +202,8 @@ def _build(path: Path, fmt: str, rows: list[dict[str, Any]], spans: RecordSpans,
 _DECODE = msgspec.json.Decoder()
 
 
-def read_metrics_jsonl(path: str | Path, data: bytes | None = None) -> Run:
+def read_metrics_jsonl(path: str | Path, data: bytes | None = None, *,
+                       columns: Mapping[str, str] | None = None) -> Run:
     p = Path(path)
     if data is None:
         data = p.read_bytes()
@@ -178,10 +251,11 @@ def read_metrics_jsonl(path: str | Path, data: bytes | None = None) -> Run:
                           f"{first_bad[0] + 1 if first_bad else '?'}"))
     spans = RecordSpans(start_lines=tuple(sl), start_chars=tuple(sc), end_lines=tuple(el),
                         end_chars=tuple(ec))
-    return _build(p, "metrics-jsonl", rows, spans, notes)
+    return _build(p, "metrics-jsonl", rows, spans, notes, columns)
 
 
-def read_metrics_json_array(path: str | Path, data: bytes | None = None) -> Run:
+def read_metrics_json_array(path: str | Path, data: bytes | None = None, *,
+                            columns: Mapping[str, str] | None = None) -> Run:
     p = Path(path)
     if data is None:
         data = p.read_bytes()
@@ -204,10 +278,11 @@ def read_metrics_json_array(path: str | Path, data: bytes | None = None) -> Run:
                             start_chars=tuple(x.start_char for x in s),
                             end_lines=tuple(x.end_line for x in s),
                             end_chars=tuple(x.end_char for x in s))
-    return _build(p, "metrics-json", rows, spans, notes)
+    return _build(p, "metrics-json", rows, spans, notes, columns)
 
 
-def read_metrics_csv(path: str | Path, data: bytes | None = None) -> Run:
+def read_metrics_csv(path: str | Path, data: bytes | None = None, *,
+                     columns: Mapping[str, str] | None = None) -> Run:
     p = Path(path)
     if data is None:
         data = p.read_bytes()
@@ -248,11 +323,11 @@ def read_metrics_csv(path: str | Path, data: bytes | None = None) -> Run:
     except csv.Error as e:
         raise ReadError(f"{path}:{reader.line_num}: malformed CSV ({e})") from None
     if not rows:
-        chosen, _ = map_columns(header)
+        chosen, _ = map_columns(header, columns)
         if LOSS not in chosen and EVAL_LOSS not in chosen:
-            raise _no_loss(str(path), header)
+            raise no_loss_error(str(path), header)
         raise ReadError(f"{path}: header only, no rows")
     n = len(sl)
     spans = RecordSpans(start_lines=tuple(sl), start_chars=(0,) * n, end_lines=tuple(el),
                         end_chars=tuple(ec))
-    return _build(p, "metrics-csv", rows, spans, notes)
+    return _build(p, "metrics-csv", rows, spans, notes, columns)

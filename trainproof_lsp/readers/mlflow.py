@@ -8,6 +8,7 @@ Keys map onto canonical series through the same alias table as metric CSV/JSONL.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from ..model import ReadError, RecordSpans, Run, RunMeta, Series
 from .common import to_float, to_step
@@ -18,14 +19,14 @@ def is_mlflow_run(folder: Path) -> bool:
     return (folder / "meta.yaml").is_file() and (folder / "metrics").is_dir()
 
 
-def read_mlflow_run(folder: str | Path) -> Run:
+def read_mlflow_run(folder: str | Path, *, columns: Mapping[str, str] | None = None) -> Run:
     root = Path(folder)
     metrics = root / "metrics"
     files = sorted(p for p in metrics.rglob("*") if p.is_file())
     if not files:
         raise ReadError(f"{root}: MLflow run without metric files")
     keys = {p.relative_to(metrics).as_posix(): p for p in files}
-    chosen, _ = map_columns(keys)
+    chosen, _ = map_columns(keys, columns)
     if not chosen:
         raise ReadError(f"{root}: no loss metric to judge (metrics seen: {', '.join(sorted(keys))})")
     sources: list[str] = []

@@ -22,11 +22,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from ..model import ReadError, RecordSpans, Run, RunMeta, Series
 from ..tfevents import EventFileScan, read_event_file
 from . import adjacent
-from .metrics import map_columns
+from .metrics import map_columns, no_loss_error
 
 # Split folders Keras writes under its log dir.
 _SPLIT_DIRS = {"train": "", "training": "", "validation": "val_", "val": "val_", "eval": "val_"}
@@ -70,7 +71,8 @@ class _Point:
     offset: int
 
 
-def read_event_files(paths: list[Path], *, verify_crc: bool = True) -> tuple[Run, list[EventFileScan]]:
+def read_event_files(paths: list[Path], *, verify_crc: bool = True,
+                     columns: Mapping[str, str] | None = None) -> tuple[Run, list[EventFileScan]]:
     """One run from the event files of one run folder (shards, Keras splits)."""
     scans = [read_event_file(p, verify_crc=verify_crc) for p in paths]
     usable = [(p, s) for p, s in zip(paths, scans) if s.scalars]
@@ -90,7 +92,7 @@ def read_event_files(paths: list[Path], *, verify_crc: bool = True) -> tuple[Run
     tag_of: dict[str, str] = {}
     for file_index, (path, scan) in enumerate(usable):
         names = {normalise_tag(tag, split_of(path)): tag for tag in scan.scalars}
-        chosen, _ = map_columns(names)
+        chosen, _ = map_columns(names, columns)
         for canonical, column in chosen.items():
             tag = names[column]
             ser = scan.scalars[tag]
@@ -104,8 +106,7 @@ def read_event_files(paths: list[Path], *, verify_crc: bool = True) -> tuple[Run
             points.extend(_Point(st, w, v, file_index, off) for st, w, v, off in
                           zip(ser.steps, ser.wall_times, ser.values, ser.offsets))
     if "loss" not in merged and "eval_loss" not in merged:
-        seen = sorted({t for _, s in usable for t in s.scalars})
-        raise ReadError(f"{paths[0].parent}: no loss tag to judge (tags seen: {', '.join(seen[:30])})")
+        raise no_loss_error(str(paths[0].parent), {t for _, s in usable for t in s.scalars}, "tag")
     files: list[int] = []
     offsets: list[int] = []
     series: dict[str, Series] = {}

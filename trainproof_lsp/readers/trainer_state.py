@@ -27,7 +27,7 @@ import re
 from itertools import compress, repeat
 from operator import and_, attrgetter, is_not
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import msgspec
 
@@ -35,6 +35,7 @@ from ..model import EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LR, THROUGHPUT, ReadError
 from . import adjacent
 from .common import Columns, decode_json, to_float, to_step
 from .jsonpos import array_start, element_ranges, indented_spans
+from .metrics import map_columns
 
 if TYPE_CHECKING:
     from ..caps import Caps
@@ -66,6 +67,13 @@ SERIES_KEYS = ((LOSS, "loss"), (EVAL_LOSS, "eval_loss"), (LR, "learning_rate"),
          (GRAD_NORM, "grad_norm"), (EPOCH, "epoch"), (THROUGHPUT, "train_samples_per_second"))
 
 _CKPT_NAME = re.compile(r"checkpoint-(\d+)")
+# Keys that name a loss under another spelling than HF's `loss`/`eval_loss`: an eval set
+# named by the user (`eval_validation_loss`, `eval_test_loss`) or a custom logger's key.
+# Seeing one sends the file through the mapped path (readers/metrics.map_columns).
+_OTHER_LOSS_KEY = re.compile(rb'"(?!loss"|eval_loss"|train_loss")[A-Za-z0-9_/ .-]*[Ll]oss[A-Za-z0-9_/ .-]*"\s*:')
+# The summary entry HF writes at the end (`train_loss` is the mean over the whole run, one
+# number, not a curve): never mapped as a loss series.
+_SUMMARY_KEYS = frozenset({"train_loss", "train_runtime", "total_flos", "train_steps_per_second"})
 
 
 def check_caps(path: str | Path, data: bytes | None, caps: "Caps", *, entries: bool = False) -> None:
@@ -90,13 +98,25 @@ def looks_like_trainer_state(head: bytes) -> bool:
     return b'"log_history"' in head
 
 
-def read_trainer_state(path: str | Path, data: bytes | None = None) -> Run:
+def _needs_mapping(data: bytes, found: Any, columns_map: Mapping[str, str] | None) -> bool:
+    """The typed fast path read HF's own keys; a mapping setting, a log without them, or
+    a log with another loss key (an eval set named by the user) is read by mapping names."""
+    if columns_map or (LOSS not in found and EVAL_LOSS not in found):
+        return True
+    if EVAL_LOSS in found:
+        return False
+    return _OTHER_LOSS_KEY.search(data) is not None
+
+
+def read_trainer_state(path: str | Path, data: bytes | None = None, *,
+                       columns: Mapping[str, str] | None = None) -> Run:
     p = Path(path)
     if data is None:
         data = p.read_bytes()
     name = str(path)
     if not data.strip():
         raise ReadError(f"{name}: empty file")
+    columns_map = columns
     columns = Columns()
     notes: list[tuple[int, str]] = []
     try:
@@ -107,12 +127,21 @@ def read_trainer_state(path: str | Path, data: bytes | None = None) -> Run:
         meta_src = {"max_steps": state.max_steps, "logging_steps": state.logging_steps,
                     "best_global_step": state.best_global_step,
                     "best_model_checkpoint": state.best_model_checkpoint}
+        if _needs_mapping(data, columns.series(), columns_map):
+            raise msgspec.ValidationError("read by mapping key names")
     except (msgspec.DecodeError, msgspec.ValidationError):
+        columns = Columns()
+        notes = []
         doc = decode_json(data, name)
         if not isinstance(doc, dict) or not isinstance(doc.get("log_history"), list):
             raise ReadError(f"{name}: no log_history list; not a trainer_state.json") from None
         entries = doc["log_history"]
         n = len(entries)
+        seen_keys: dict[str, None] = {}
+        for e in entries:
+            if isinstance(e, dict):
+                seen_keys.update(dict.fromkeys(k for k in e if isinstance(k, str)))
+        keys = _series_keys(seen_keys, columns_map)
         for i, e in enumerate(entries):
             if not isinstance(e, dict):
                 notes.append((i, "log entry is not an object; not used"))
@@ -121,7 +150,7 @@ def read_trainer_state(path: str | Path, data: bytes | None = None) -> Run:
             if step is None:
                 notes.append((i, "log entry without an integer step; not used"))
                 continue
-            for series, key in SERIES_KEYS:
+            for series, key in keys:
                 if key in e:
                     v = to_float(e[key])
                     if v is None:
@@ -132,8 +161,12 @@ def read_trainer_state(path: str | Path, data: bytes | None = None) -> Run:
                                             "best_model_checkpoint")}
     found = columns.series()
     if LOSS not in found and EVAL_LOSS not in found:
+        keys_seen = sorted({k for e in entries for k in _keys_of(e)} - {"step"})
+        mapped = ", ".join(keys_seen[:30]) or "none"
+        example = next((k for k in keys_seen if "loss" in k.lower() and k not in _SUMMARY_KEYS), "NAME")
         raise ReadError(f"{name}: log_history has {n} entr{'y' if n == 1 else 'ies'} and no loss or "
-                        "eval_loss to judge")
+                        f"eval_loss to judge (keys seen: {mapped}); map one with "
+                        f'`[tool.trainproof] columns = {{loss = "{example}"}}` or `--column loss={example}`')
     spans = _entry_spans(data, n, name)
     return Run(
         path=name,
@@ -144,6 +177,25 @@ def read_trainer_state(path: str | Path, data: bytes | None = None) -> Run:
         sources=(name,),
         notes=tuple(notes),
     )
+
+
+def _keys_of(entry: Any) -> list[str]:
+    if isinstance(entry, dict):
+        return [k for k in entry if isinstance(k, str)]
+    return [f for f in entry.__struct_fields__ if getattr(entry, f) is not None] if hasattr(
+        entry, "__struct_fields__") else []
+
+
+def _series_keys(keys: Mapping[str, None], columns_map: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    """(canonical series, key) for the keys a log_history holds: HF's own keys, then any
+    other spelling the metric alias table knows (`eval_validation_loss`, `val_loss`...),
+    then the user's mapping on top."""
+    chosen, _ = map_columns(keys, columns_map, exclude=_SUMMARY_KEYS - set((columns_map or {}).values()))
+    out = dict((series, key) for series, key in SERIES_KEYS if key in keys)
+    for series, key in chosen.items():
+        if series not in out or (columns_map and series in columns_map):
+            out[series] = key
+    return tuple(out.items())
 
 
 def _fast_columns(entries: list[_Entry], columns: Columns, notes: list[tuple[int, str]]) -> None:

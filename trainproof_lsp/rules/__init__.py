@@ -59,6 +59,9 @@ REGISTRY: tuple[Rule, ...] = (
     lr.ZERO_LR_PARTIAL_RULE,
     overfit.RULE,
     steps.RULE,
+    # Log structure and every loss series: appended runs split, eval losses judged.
+    steps.APPENDED_RULE,
+    nonfinite.NAN_EVAL_RULE,
     timing.STEP_CLIFF_RULE,
     timing.LOADER_BOUND_RULE,
     timing.THROUGHPUT_RULE,

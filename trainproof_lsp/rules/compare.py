@@ -20,6 +20,7 @@ never read files: the engine (trainproof_lsp/compare.py) builds the pair.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Iterator
@@ -54,6 +55,10 @@ class AlignLimits:
     # A window holds at least 3 points, widened past its fraction if need be: the median
     # of fewer points is one batch's noise.
     min_window_points: int = 3
+    # A side whose loss goes on past the common span by more than 5% of the span has steps
+    # the comparison never saw (a run that turned NaN, a longer schedule): the report says
+    # so. Less is a logging offset (one run logs at 990, the other at 1000).
+    tail_fraction: float = 0.05
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,7 +155,32 @@ class Pair:
             "baseline_floor": base_floor,
             "floor_ratio": run_floor / base_floor,
             **_eval_summary(self),
+            **self.coverage(),
         }
+
+    def coverage(self) -> dict[str, float | int | str | None]:
+        """Where each side's loss log ends, and — when the common span ends before either
+        run does — a sentence saying what the comparison did not see (`common_note`)."""
+        out: dict[str, float | int | str | None] = {}
+        parts = []
+        for who, side in (("run", self.run), ("baseline", self.base)):
+            full = side.run.get(LOSS)
+            if full is None or not len(full):
+                continue
+            last = max(full.steps)
+            out[f"{who}_last_step"] = last
+            beyond = [(st, v) for st, v in zip(full.steps, full.values) if side.position(st, self.axis) > self.hi]
+            if side.position(last, self.axis) - self.hi <= self.limits.tail_fraction * (self.hi - self.lo):
+                continue
+            bad = [st for st, v in beyond if not math.isfinite(v)]
+            text = f"the {who}'s loss goes on to step {last}"
+            if bad and len(bad) == len(beyond):
+                text += f" but is not finite from step {min(bad)} on"
+            elif bad:
+                text += f" ({len(bad)} of its {len(beyond)} points after the span are not finite)"
+            parts.append(text)
+        out["common_note"] = (f"compared over {self.span_text()} only: " + "; ".join(parts)) if parts else None
+        return out
 
 
 def _num(x: float) -> float | int:

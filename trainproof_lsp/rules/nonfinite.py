@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import GRAD_NORM, LOSS, Hit, Level, Related, Run
+from ..model import EVAL_LOSS, GRAD_NORM, LOSS, Hit, Level, Related, Run
 from .base import Context, NoLimits, Rule, Skip, fmt
 
 NAN_DOC = """The loss is NaN or infinite.
@@ -42,6 +42,43 @@ def check_nan_loss(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
 NAN_RULE = Rule(
     id="TP-NAN", name="non-finite-loss", level=Level.FAIL, doc=NAN_DOC,
     check=check_nan_loss, needs=(LOSS,), origin="trainproof",
+)
+
+
+NAN_EVAL_DOC = """The eval (validation) loss is NaN or infinite.
+
+What it flags: every logged eval or validation loss (`eval_loss`, `val_loss`, `ValLoss`,
+`Validation Loss`, `eval/loss`, ...) that is NaN or +/-Inf; the finding points at the first
+one and counts the rest. It judges the eval series whatever the train loss does.
+Why it matters: the model gives NaN on held-out data — its weights are broken, or its eval
+pass overflows (fp16 without loss scaling at eval time); a checkpoint chosen "by eval loss"
+is chosen on NaN, and early stopping never fires. A finite train loss does not rescue it:
+the train loss can be an average that skipped the bad batches.
+What it does not mean: nothing about why; an eval set with an empty batch (a division by
+zero in the averaging) gives NaN too — check the eval data before the weights.
+"""
+
+
+def check_nan_eval(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
+    ev = run.get(EVAL_LOSS)
+    assert ev is not None
+    if ev.all_finite:
+        return
+    bad = [i for i, v in enumerate(ev.values) if not math.isfinite(v)]
+    first = bad[0]
+    yield Hit(
+        message=(
+            f"eval loss ({ev.source_name}) is {ev.values[first]} at step {ev.steps[first]}; "
+            f"{len(bad)} of {len(ev)} logged eval losses are not finite (limit 0)"
+        ),
+        evidence={"first_step": ev.steps[first], "count": len(bad), "points": len(ev)},
+        location=run.location(ev.records[first]),
+    )
+
+
+NAN_EVAL_RULE = Rule(
+    id="TP-NAN-EVAL", name="non-finite-eval-loss", level=Level.FAIL, doc=NAN_EVAL_DOC,
+    check=check_nan_eval, needs=(EVAL_LOSS,),
 )
 
 
@@ -151,4 +188,4 @@ OVERFLOW_RULE = Rule(
     limits=GradLimits, check=check_overflow, needs=(GRAD_NORM,),
 )
 
-__all__ = ["NAN_RULE", "NAN_GRAD_RULE", "OVERFLOW_RULE", "fmt"]
+__all__ = ["NAN_RULE", "NAN_EVAL_RULE", "NAN_GRAD_RULE", "OVERFLOW_RULE", "fmt"]

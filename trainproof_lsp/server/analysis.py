@@ -87,7 +87,7 @@ class Configs:
         config = self._cache.get(folder)
         if config is not None:
             return config
-        from ..config import Config, ConfigError, discover, load_file, with_caps, with_vocab
+        from ..config import Config, ConfigError, discover, load_file, with_caps, with_columns, with_vocab
 
         if config is None:
             settings = self._server.tp.settings
@@ -103,6 +103,13 @@ class Configs:
                 config = Config()
             config = with_vocab(config, settings.vocab_size)
             config = with_caps(config, settings)  # the editor's trainproof.max* caps, when set
+            try:
+                config = with_columns(config, settings.columns, "trainproof.columns")
+            except ConfigError as e:
+                message = f"trainproof: {e}; the setting is not used"
+                if message not in self._reported:
+                    self._reported.add(message)
+                    self._server.tp.warn(message)
             self._cache[folder] = config
         return config
 

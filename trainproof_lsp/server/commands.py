@@ -307,6 +307,8 @@ def _config_args(ls) -> list[str]:
         args.append(f"--config={config}")
     if tp.settings.vocab_size:
         args.append(f"--vocab-size={int(tp.settings.vocab_size)}")
+    for mapping in tp.settings.columns:
+        args.append(f"--column={mapping}")
     return args
 
 

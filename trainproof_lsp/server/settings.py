@@ -42,6 +42,9 @@ class Settings:
     baseline: str | None = None  # a known-good run for "Compare with baseline"
     config_file: str | None = None  # a TOML file instead of the nearest pyproject.toml
     vocab_size: int | None = None  # classes for TP-LOSS-ABOVE-UNIFORM
+    # Log columns the readers' alias table misses, as "SERIES=NAME" (`--column`); on top of
+    # `columns` in [tool.trainproof].
+    columns: tuple[str, ...] = ()
     rules_docs_url: str | None = None  # e.g. "https://example.org/rules.md#{id_lower}"
     # Size caps for huge or hostile files (trainproof_lsp/caps.py holds the defaults and
     # why); None: `[tool.trainproof.caps]` or the default.
@@ -65,6 +68,7 @@ _CAMEL = {
     "baseline": "baseline",
     "configFile": "config_file",
     "vocabSize": "vocab_size",
+    "columns": "columns",
     "rulesDocsUrl": "rules_docs_url",
     "maxLogMb": "max_log_mb",
     "maxLogEntries": "max_log_entries",
