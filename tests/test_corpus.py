@@ -68,13 +68,28 @@ def test_overfit_warns_naming_the_best_eval_step(seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_shuffled_labels_fail_on_the_uniform_bound_given_the_vocabulary(seed):
+def test_shuffled_labels_fail_against_the_healthy_baseline(seed):
     path = GALLERY / "bad_labels" / seed / "trainer_state.json"
-    code, doc = doctor(path, "--vocab-size", str(VOCAB))
-    assert code == 1 and doc["reports"][0]["verdict"] == "FAIL"
-    hit = [f for f in doc["reports"][0]["findings"] if f["id"] == "TP-LOSS-ABOVE-UNIFORM"][0]
-    assert hit["evidence"]["num_classes"] == VOCAB
-    assert hit["evidence"]["ratio"] > 1.15
+    proc = subprocess.run([sys.executable, "-m", "trainproof_lsp", "compare",
+                           str(GALLERY / "healthy" / "seed42" / "trainer_state.json"), str(path), "--json"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert "Traceback" not in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["reports"][0]["verdict"] == "FAIL"
+    assert "TP-FLOOR-RATIO" in ids(doc)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_shuffled_labels_alone_are_judged_on_where_the_loss_ends_not_its_start(seed):
+    # The run starts at ~18.9, above 1.15 x ln(151936) = 13.7, and falls ~62% to ~5.8
+    # (0.49x ln V): the same shape as a healthy mT5 fine-tune that starts at 21.8 and
+    # falls to 2.2. The uniform bound judges where the run ends up, so alone it does not
+    # fire; the baseline comparison above catches this run.
+    path = GALLERY / "bad_labels" / seed / "trainer_state.json"
+    _, doc = doctor(path, "--vocab-size", str(VOCAB))
+    report = doc["reports"][0]
+    assert "TP-LOSS-ABOVE-UNIFORM" in report["checks"]["ran"]
+    assert "TP-LOSS-ABOVE-UNIFORM" not in ids(doc)
     # Without the vocabulary the check says why it did not run.
     _, doc = doctor(path)
     skipped = {s["id"]: s["reason"] for s in doc["reports"][0]["checks"]["skipped"]}

@@ -22,7 +22,7 @@ import pytest
 from conftest import HF_RUNS, LOGS, ids, judge, line_with, only, start_line
 from trainproof_lsp.config import Config
 from trainproof_lsp.engine import doctor
-from trainproof_lsp.model import EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LR, Level, Run, Span, Verdict
+from trainproof_lsp.model import EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, Level, Run, Span, Verdict
 from trainproof_lsp.readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
 from trainproof_lsp.readers.trainer_state import read_trainer_state
 
@@ -407,7 +407,9 @@ def test_lightning_csvlogger_rows_fill_only_their_own_columns():
     assert lr.source_name == "lr-AdamW"
     assert lr.steps == (0, 20, 40, 60) and lr.values == (0.001, 0.001, 0.0008, 0.0006)
     assert run.series[EPOCH].source_name == "epoch"
-    assert run.unmapped == ("train_loss_epoch",)
+    # The per-epoch view of the train loss is its own series (trend rules judge it).
+    assert run.series[LOSS_EPOCH].source_name == "train_loss_epoch"
+    assert run.unmapped == ()
     # Positions are the file's lines (the header is line 0).
     span = run.record_spans.span
     assert span(loss.records[1]).start_line == line_with(path, ",19,,2.1045,,")

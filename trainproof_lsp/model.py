@@ -89,8 +89,11 @@ STEP_TIME = "step_time"  # seconds per optimizer step
 DATA_TIME = "data_time"  # seconds per step spent waiting for the data loader
 THROUGHPUT = "throughput"  # samples (or tokens) per second, as the log states it
 EPOCH = "epoch"
+# The same train loss averaged per epoch, when the log also carries it per step (Lightning
+# `train_loss_epoch` beside `train_loss_step`): the smoother view trend rules judge.
+LOSS_EPOCH = "loss_epoch"
 
-SERIES_NAMES = (LOSS, EVAL_LOSS, LR, GRAD_NORM, STEP_TIME, DATA_TIME, THROUGHPUT, EPOCH)
+SERIES_NAMES = (LOSS, EVAL_LOSS, LR, GRAD_NORM, STEP_TIME, DATA_TIME, THROUGHPUT, EPOCH, LOSS_EPOCH)
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import LOSS, Hit, Level, Run
+from ..model import EVAL_LOSS, LOSS, LR, Hit, Level, Run
 from ._stats import mann_kendall_z, median, window_for
-from .base import Context, Rule, Skip, fmt, need
+from ._views import SERIES_WORDS, trend_series
+from .base import Context, Rule, Skip, fmt
 
 DOC = """The loss shows no downward trend from start to end: the run is not learning.
 
@@ -15,18 +16,32 @@ What it flags: a loss series of at least `min_points` points whose end level (me
 the last window) is less than `min_drop` below its start level (median of the first
 window), and which either shows no downward trend (Mann-Kendall score above
 `max_trend_z`) or fell by less than `negligible_drop` in all — a statistically real but
-negligible drift, as a model stuck at a uniform guess shows.
+negligible drift, as a model stuck at a uniform guess shows. Also, whatever the levels
+say, a run whose learning rate never exceeds `max_dead_lr` and whose loss shows no
+significant fall (z above `resumed_fall_z`).
 Why it matters: a run that does not learn in its first hundreds of steps rarely starts
 later; the usual causes are a zero or tiny learning rate, frozen weights, or labels that
 carry no signal.
-What it does not mean: a run resumed at its convergence floor need not improve — when
-the log starts late (first step beyond a few logging intervals) the check stands down.
+Noisy logs: levels are window medians and the trend is a rank test over window medians,
+so batch noise cannot fire it; when the log carries the train loss per step and per epoch
+it judges the per-epoch series.
+Short logs: it needs `min_points` points; with fewer train points it judges the eval loss
+when that has enough (then it fires when no later eval improves on the first by
+`min_drop`); with neither, it is NOT-CHECKED and the report says how many points there were.
+Resumed runs: when the log starts late (first step beyond a few logging intervals) a run
+at its floor need not improve, so a flat loss is not flagged — but a resumed run whose
+loss rises with a significant upward trend (z of at least `resumed_rise_z`, and more than
+`negligible_drop` higher at the end), or whose learning rate never exceeds `max_dead_lr`,
+is still flagged.
+What it does not mean: slow learning — any real fall of `min_drop` passes.
 """
 
 
 @dataclass(frozen=True, kw_only=True)
 class Limits:
-    min_points: int = 10  # a trend test on fewer points says nothing
+    # The trend checks' minimum: a rank test on fewer points says nothing, and a level
+    # (window median) of a shorter log is one or two points.
+    min_points: int = 10
     # Mann-Kendall z above -1: not even a weak (one-sigma) downward trend. Healthy runs
     # in the calibration corpus score -3.4 to -3.9, zero-LR runs -0.4 to 0.0.
     max_trend_z: float = -1.0
@@ -34,32 +49,92 @@ class Limits:
     # 0.5%: below this a fall is no learning even when it is a steady trend (a model
     # stuck at ln(V) drifts by ~0.1% as its output bias settles).
     negligible_drop: float = 0.005
+    # A learning rate that never exceeds 1e-7 moves Adam-style weights by < 1e-7 per step:
+    # hundreds of steps change nothing measurable (fine-tunes use 1e-6 to 1e-3).
+    max_dead_lr: float = 1e-7
+    # With such a learning rate, only a significant (95%, z <= -2) fall counts as learning.
+    resumed_fall_z: float = -2.0
+    # A resumed run that gets worse: a rising trend at 95% significance (z >= 2). A run
+    # resumed at its floor wanders with |z| < 2.
+    resumed_rise_z: float = 2.0
+
+
+def _resumed(steps: tuple[int, ...], logging_steps: int | None) -> bool:
+    interval = logging_steps or max(1, steps[1] - steps[0])
+    return steps[0] > 3 * interval + 1
 
 
 def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
-    loss = need(run, LOSS, limits.min_points, "loss")
+    loss = trend_series(run, limits.min_points)
+    what = SERIES_WORDS[loss.name]
     values = loss.values
-    interval = run.meta.logging_steps or max(1, loss.steps[1] - loss.steps[0])
-    if loss.steps[0] > 3 * interval + 1:
-        raise Skip(
-            f"the log starts at step {loss.steps[0]}: a resumed run at its floor need not improve"
-        )
     w = window_for(len(values), divisor=5, lo=3, hi=20)
     start, end = median(values[:w]), median(values[-w:])
     z = mann_kendall_z(values)
     drop = (start - end) / abs(start) if start else 0.0
-    if drop < limits.min_drop and (z > limits.max_trend_z or drop < limits.negligible_drop):
+    span = f"steps {loss.steps[0]}-{loss.steps[-1]}"
+    evidence: dict[str, float | int | str] = {"start_level": start, "end_level": end, "drop": drop, "trend_z": z}
+    if loss.name != LOSS:
+        evidence["series"] = loss.name  # the view judged, when not the train loss as logged
+    lr = run.get(LR)
+    max_lr = max(lr.finite().values, default=None) if lr is not None else None
+    tiny_lr = max_lr is not None and max_lr <= limits.max_dead_lr and z > limits.resumed_fall_z
+    location = run.location(loss.records[-1])
+    if loss.name == EVAL_LOSS:
+        # Judged on evals because the train loss is too short: a held-out loss that never
+        # improves on its first value has learned nothing that generalises.
+        first, best_later = values[0], min(values[1:])
+        if best_later > first * (1 - limits.min_drop):
+            yield Hit(
+                message=(
+                    f"eval loss never improved on its first value {fmt(first)} (step {loss.steps[0]}): the best "
+                    f"of the next {len(values) - 1} evals is {fmt(best_later)} ({best_later / first - 1:+.1%}; "
+                    f"limit: a fall of at least {limits.min_drop:.0%}); the train loss is too short to judge"
+                ),
+                evidence={**evidence, "first_eval": first, "best_later_eval": best_later, "evals": len(values)},
+                location=location,
+            )
+            return
+    elif _resumed(loss.steps, run.meta.logging_steps):
+        if drop < -limits.negligible_drop and z >= limits.resumed_rise_z:
+            yield Hit(
+                message=(
+                    f"resumed at step {loss.steps[0]}, the {what} got worse: level {fmt(start)} -> {fmt(end)} "
+                    f"over {span} ({-drop:+.1%}) with a rising trend (z {z:.2f} >= {limits.resumed_rise_z})"
+                ),
+                evidence=evidence,
+                location=location,
+            )
+            return
+        if not tiny_lr:
+            raise Skip(
+                f"the log starts at step {loss.steps[0]}: a resumed run at its floor need not improve "
+                f"(its {what} does not rise and its learning rate is not too small to learn)"
+            )
+    elif drop < limits.min_drop and (z > limits.max_trend_z or drop < limits.negligible_drop):
         yield Hit(
             message=(
-                f"loss level went from {fmt(start)} to {fmt(end)} over steps {loss.steps[0]}-"
-                f"{loss.steps[-1]} ({-drop:+.1%}; limit: a fall of at least {limits.min_drop:.0%}); "
+                f"{what} level went from {fmt(start)} to {fmt(end)} over {span} "
+                f"({-drop:+.1%}; limit: a fall of at least {limits.min_drop:.0%}); "
                 + (f"no downward trend (z {z:.2f} > {limits.max_trend_z})" if z > limits.max_trend_z
                    else f"a fall under {limits.negligible_drop:.1%} is no learning")
             ),
-            evidence={"start_level": start, "end_level": end, "drop": drop, "trend_z": z},
-            location=run.location(loss.records[-1]),
+            evidence=evidence,
+            location=location,
+        )
+        return
+    if tiny_lr:
+        assert max_lr is not None
+        yield Hit(
+            message=(
+                f"learning rate never above {max_lr:.3g} (limit {limits.max_dead_lr:g}) and the {what} shows "
+                f"no significant fall over {span}: level {fmt(start)} -> {fmt(end)}, z {z:.2f} > "
+                f"{limits.resumed_fall_z}"
+            ),
+            evidence={**evidence, "max_lr": max_lr},
+            location=location,
         )
 
 
 RULE = Rule(id="TP-DEAD-RUN", name="no-improvement", level=Level.FAIL, doc=DOC,
-            limits=Limits, check=check, needs=(LOSS,), origin="trainproof")
+            limits=Limits, check=check, origin="trainproof")
