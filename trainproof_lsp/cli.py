@@ -92,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--checkpoint", metavar="CKPT", type=Path,
                      help="the checkpoint the run resumes from (read, never unpickled)")
     _common(env)
-    preflight = sub.add_parser("preflight", help="check datasets (and their tokenizer) before training")
-    preflight.add_argument("datasets", nargs="+", type=Path, metavar="DATASET", help="JSONL (or JSON array) files")
+    preflight = sub.add_parser("preflight", help="check datasets and/or their tokenizer before training")
+    preflight.add_argument("datasets", nargs="*", type=Path, metavar="DATASET",
+                           help="JSONL (or JSON array) files (none: judge --tokenizer DIR alone)")
     preflight.add_argument("--eval", metavar="EVAL", type=Path, help="eval file: also checked for overlap with DATASETs")
     preflight.add_argument("--tokenizer", metavar="DIR", type=Path, help="tokenizer folder (read as JSON)")
     preflight.add_argument("--max-len", metavar="N", type=int, help="context length for token-length checks")
@@ -254,8 +255,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.command == "preflight":
         from . import preflight as pre
 
+        if not args.datasets and args.tokenizer is None and args.eval is None:
+            return _emit(Outcome(reports=(), error="preflight needs a DATASET, --eval EVAL or --tokenizer DIR"), args)
         try:
-            config = _config(args, args.datasets[0])
+            config = _config(args, (args.datasets or [args.eval or args.tokenizer])[0])
         except ConfigError as e:
             return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
         if args.max_len is not None and args.max_len < 1:

@@ -7,6 +7,7 @@ coverage honest (every rule either ran or is listed as skipped with its reason).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -16,6 +17,7 @@ from .model import (Artefact, Check, Finding, Level, Location, NotJudged, Outcom
                     Report, Run, Span, Verdict)
 from .readers.adjacent import run_root
 from .readers.checkpoint import CheckpointFacts
+from .readers.tokenizer import TOKENIZER_FILES
 
 if TYPE_CHECKING:
     from .envcheck import EnvRequest
@@ -276,7 +278,8 @@ def doctor(paths: Iterable[Path], config: Config, *,
             found = walk(p)
             if not found:
                 reports.append(not_checked(str(p), "folder", "folder",
-                                           f"{p}: nothing to judge (no log, dataset or checkpoint below it)"))
+                                           f"{p}: nothing to judge (no log, dataset, checkpoint, tokenizer "
+                                           "or training script below it)"))
             files.extend(found)
         elif p.exists():
             files.append(p)
@@ -284,12 +287,16 @@ def doctor(paths: Iterable[Path], config: Config, *,
             reports.append(not_checked(str(p), "unknown", "unknown", f"{p}: no such file or folder"))
     seen: set[Path] = set()
     metric_files: list[tuple[Path, Detected]] = []
+    tokenizer_folders: dict[Path, None] = {}
     for f in files:
         if f in seen:
             continue
         seen.add(f)
         if f.is_dir():  # an MLflow run folder (from walk)
             metric_files.append((f, Detected("metrics", "mlflow")))
+            continue
+        if f.name in TOKENIZER_FILES:  # a tokenizer folder: judged once, as a whole
+            tokenizer_folders[f.parent] = None
             continue
         if f.name in RESIDENTS:  # known by name: never opened (training_args.bin is a pickle)
             passed_over.append(NotJudged(path=str(f), reason=RESIDENTS[f.name]))
@@ -314,13 +321,49 @@ def doctor(paths: Iterable[Path], config: Config, *,
             continue
         metric_files.append((f, detected))
     reports.extend(_judge_metric_files(metric_files, config, not_judged, also))
+    reports.extend(judge_tokenizer_folders(tokenizer_folders, config, passed_over))
     if not reports and not not_judged:
         where = ", ".join(str(p) for p in paths) or "."
         reports.append(not_checked(where, "folder", "folder",
                                    f"{where}: nothing to judge ({len(passed_over)} file(s) passed over, "
-                                   "none a log, dataset or checkpoint)"))
+                                   "none a log, dataset, checkpoint, tokenizer or training script)"))
     reports.sort(key=lambda r: r.artefact.path)
     return Outcome(reports=tuple(reports), not_judged=tuple(not_judged), passed_over=tuple(passed_over))
+
+
+# What the tokenizer rules read besides tokenizer.json: equal bytes here mean the same
+# tokenizer settings (HF Trainer saves a copy into every checkpoint-N/).
+_TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                       "chat_template.json", "added_tokens.json")
+
+
+def _same_tokenizer_settings(a: Path, b: Path) -> bool:
+    try:
+        return all((a / n).is_file() == (b / n).is_file() and (not (a / n).is_file() or
+                                                                 (a / n).read_bytes() == (b / n).read_bytes())
+                   for n in _TOKENIZER_SETTINGS)
+    except OSError:
+        return False
+
+
+def judge_tokenizer_folders(folders: Iterable[Path], config: Config, passed_over: list[NotJudged]) -> list[Report]:
+    """One report per tokenizer folder. A checkpoint-N/ copy with the same settings as its
+    run folder's tokenizer is listed as passed over (judged there), not judged again."""
+    from .preflight import judge_tokenizer  # preflight imports engine: import at call time
+
+    chosen = list(dict.fromkeys(folders))
+    reports = []
+    for folder in chosen:
+        parent = folder.parent
+        if _CHECKPOINT_DIR.match(folder.name) and parent in chosen and _same_tokenizer_settings(folder, parent):
+            passed_over.append(NotJudged(path=str(folder), reason=f"tokenizer files: the same settings as "
+                                                                  f"{parent}'s, judged there"))
+            continue
+        reports.append(judge_tokenizer(folder, config))
+    return reports
+
+
+_CHECKPOINT_DIR = re.compile(r"checkpoint-\d+$")
 
 
 def _group_key(path: Path, detected: Detected) -> Path:

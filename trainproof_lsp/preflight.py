@@ -21,11 +21,11 @@ from typing import Any, Sequence
 
 from .config import Config
 from .engine import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
-from .model import Artefact, Check, Finding, Outcome, ReadError, Report
+from .model import Artefact, Check, Finding, Outcome, ReadError, Report, Span
 from .readers.dataset import DatasetScan, scan_dataset
 from .readers.tokenizer import read_tokenizer_dir
 from .rules.dataset import DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext
-from .rules.tokenizer import TOKENIZER_RULES, TokenizerContext
+from .rules.tokenizer import QUIET_SKIPS, TEMPLATE_NO_EOS, TOKENIZER_RULES, TokenizerContext
 from .rules.tokens import TOKEN_RULES, TokenContext
 from .tokens import TokenizerUnavailable, TokenLengths, count_tokens, load_tokenizer
 
@@ -150,6 +150,13 @@ def judge_tokenizer(folder: Path | str, config: Config, *, conversational: bool 
     except OSError as e:
         return not_checked(name, "tokenizer", "tokenizer", f"{name}: cannot read ({e.strerror or e})")
     findings, checks = run_rules(TOKENIZER_RULES, tok, TokenizerContext(conversational=conversational), config)
+    for c in checks:
+        if c.group == TEMPLATE_NO_EOS.id and not c.ran and c.reason not in QUIET_SKIPS:
+            # The template is there but its assistant turn could not be judged: say so.
+            at = tok.chat_template
+            findings.append(not_checked_finding(
+                at.path if at is not None else name, f"{TEMPLATE_NO_EOS.id} not checked: {c.reason}",
+                Span(at.line, 0, at.line, 0) if at is not None else None))
     findings.sort(key=finding_order)
     return Report(artefact=Artefact(path=name, kind="tokenizer", format="hf-tokenizer",
                                     sources=tuple(tok.path(n) for n in tok.present)),
