@@ -290,10 +290,27 @@ def _env(args: argparse.Namespace) -> int:
         config.limits_for(BY_ID["TP-ENV-IMPORT-TIMEOUT"]).timeout_s
     if timeout <= 0 or args.keep < 1:
         return _emit(Outcome(reports=(), error="--timeout must be > 0 and --keep >= 1"), args)
-    request = EnvRequest(entrypoint=args.entrypoint, module=args.module, cwd=args.cwd, python=args.python,
+    entrypoint, from_cwd = _entrypoint_as_typed(args.entrypoint, args.cwd)
+    request = EnvRequest(entrypoint=entrypoint, module=args.module, cwd=args.cwd, python=args.python,
                          timeout_s=timeout, run_entrypoint=args.run_entrypoint, required_gb=args.required_gb,
                          checkpoint_gb=args.checkpoint_gb, keep=args.keep, output_dir=args.output_dir)
-    return _emit(engine.env(request, config, checkpoint=args.checkpoint), args)
+    shown = str(args.entrypoint) if args.entrypoint is not None else None
+    return _emit(engine.env(request, config, checkpoint=args.checkpoint, shown=shown, found_from_cwd=from_cwd),
+                 args)
+
+
+def _entrypoint_as_typed(typed: Path | None, cwd: Path | None) -> tuple[Path | None, bool]:
+    """The entrypoint as the user typed it, from the shell's working folder (absolute, so
+    `--cwd` cannot change what it means); when it is not there but is relative to --cwd,
+    that one, with True (the report says so). A path found nowhere is passed on as typed:
+    the report says it is missing."""
+    if typed is None or typed.is_absolute():
+        return typed, False
+    if typed.exists():
+        return typed.resolve(), False
+    if cwd is not None and (cwd / typed).exists():
+        return (cwd / typed).resolve(), True
+    return typed, False
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -534,25 +534,76 @@ def judge_checkpoint(path: Path, config: Config, *, reference: "CheckpointFacts 
     return judge_facts(facts, kind="checkpoint", path=name, fmt=facts.format, config=config)
 
 
+# The import check is env's: doctor (and the editor) read a script, never run it.
+IMPORTS_BY_ENV = ("imports are checked by `trainproof-lsp env --entrypoint FILE` (in a child process); "
+                  "doctor reads the script with ast and never runs or imports it")
+
+
 def judge_script(path: Path, config: Config, *, data: bytes | None = None) -> Report:
     """A training script's config, read with ast (readers/script.py); never imported."""
+    from dataclasses import replace
+
     from .readers.script import read_script
+    from .rules.env import IMPORT_FAIL_RULE
 
     name = str(path)
     try:
         facts = read_script(path, data)
     except ReadError as e:
         return not_checked(name, "script", "python", str(e), e)
-    return judge_facts(facts, kind="script", path=name, fmt="python", config=config)
+    report = judge_facts(facts, kind="script", path=name, fmt="python", config=config)
+    return replace(report, checks=report.checks + (Check(group=IMPORT_FAIL_RULE.id, ran=False,
+                                                         reason=IMPORTS_BY_ENV),))
 
 
-def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None) -> Outcome:
-    """`trainproof-lsp env`: the environment report, and the resume checkpoint's if given."""
+def _relabel(f: Finding, old: str, new: str) -> Finding:
+    """The finding with `old` paths shown as `new` (the entrypoint as the user typed it)."""
+    from dataclasses import replace
+
+    def loc(x: Location) -> Location:
+        return replace(x, path=new) if x.path == old else x
+
+    return replace(f, location=loc(f.location),
+                   related=tuple(replace(r, location=loc(r.location)) for r in f.related))
+
+
+def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None,
+        shown: str | None = None, found_from_cwd: bool = False) -> Outcome:
+    """`trainproof-lsp env`: one report for the script — the import check (envcheck.py,
+    in a child process) and the static foot-guns `doctor` finds in it (rules/script.py)
+    — with the machine's memory and disk; and the resume checkpoint's report if given.
+    `shown` is the entrypoint as the user typed it (request.entrypoint is where it was
+    found); `found_from_cwd` says it was found relative to --cwd only."""
+    from dataclasses import replace
+
     from .envcheck import collect
     from .readers.checkpoint import CheckpointFacts as Facts, Problem
+    from .rules.entrypoint import FROM_CWD_RULE
 
     facts = collect(request)
-    reports = [judge_facts(facts, kind="env", path=facts.path, fmt="import-probe", config=config)]
+    report = judge_facts(facts, kind="env", path=facts.path, fmt="import-probe", config=config)
+    script = request.entrypoint if request.entrypoint is not None else (
+        Path(facts.path) if request.module and not facts.entry_error else None)
+    findings, checks = list(report.findings), list(report.checks)
+    if script is not None and script.is_file():
+        static = judge_script(script, config)
+        if static.checks:  # read: its foot-guns join the report (the import check ran here)
+            findings += [f for f in static.findings if f.location.path == str(script)]
+            checks += [c for c in static.checks if c.reason != IMPORTS_BY_ENV]
+    if shown is not None and request.entrypoint is not None and shown != str(request.entrypoint):
+        findings = [_relabel(f, str(request.entrypoint), shown) for f in findings]
+        if found_from_cwd:
+            findings.append(Finding(
+                id=FROM_CWD_RULE.id, level=FROM_CWD_RULE.level,
+                message=f"{shown} is not in the current folder; judged {os.path.relpath(request.entrypoint)} "
+                        "(relative to --cwd)",
+                evidence={}, location=Location(path=shown)))
+    findings.sort(key=finding_order)
+    verdict = verdict_of(findings)
+    path = shown if shown is not None and report.artefact.path == str(request.entrypoint) else report.artefact.path
+    reports = [replace(report, artefact=replace(report.artefact, path=path, sources=(path,)),
+                       verdict=verdict, findings=tuple(findings), checks=tuple(checks),
+                       reason=report.reason if verdict is Verdict.NOT_CHECKED else "")]
     if checkpoint is not None:
         if checkpoint.exists():
             reports.append(judge_checkpoint(checkpoint, config))
