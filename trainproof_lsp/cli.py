@@ -95,8 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--checkpoint", metavar="CKPT", type=Path,
                      help="the checkpoint the run resumes from (read, never unpickled)")
     _common(env)
-    preflight = sub.add_parser("preflight", help="check datasets (and their tokenizer) before training")
-    preflight.add_argument("datasets", nargs="+", type=Path, metavar="DATASET", help="JSONL (or JSON array) files")
+    preflight = sub.add_parser("preflight", help="check datasets and/or their tokenizer before training")
+    preflight.add_argument("datasets", nargs="*", type=Path, metavar="DATASET",
+                           help="JSONL (or JSON array) files (none: judge --tokenizer DIR alone)")
     preflight.add_argument("--eval", metavar="EVAL", type=Path, help="eval file: also checked for overlap with DATASETs")
     preflight.add_argument("--tokenizer", metavar="DIR", type=Path, help="tokenizer folder (read as JSON)")
     preflight.add_argument("--max-len", metavar="N", type=int, help="context length for token-length checks")
@@ -257,8 +258,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.command == "preflight":
         from . import preflight as pre
 
+        if not args.datasets and args.tokenizer is None and args.eval is None:
+            return _emit(Outcome(reports=(), error="preflight needs a DATASET, --eval EVAL or --tokenizer DIR"), args)
         try:
-            config = _config(args, args.datasets[0])
+            config = _config(args, (args.datasets or [args.eval or args.tokenizer])[0])
         except ConfigError as e:
             return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
         if args.max_len is not None and args.max_len < 1:
@@ -290,10 +293,27 @@ def _env(args: argparse.Namespace) -> int:
         config.limits_for(BY_ID["TP-ENV-IMPORT-TIMEOUT"]).timeout_s
     if timeout <= 0 or args.keep < 1:
         return _emit(Outcome(reports=(), error="--timeout must be > 0 and --keep >= 1"), args)
-    request = EnvRequest(entrypoint=args.entrypoint, module=args.module, cwd=args.cwd, python=args.python,
+    entrypoint, from_cwd = _entrypoint_as_typed(args.entrypoint, args.cwd)
+    request = EnvRequest(entrypoint=entrypoint, module=args.module, cwd=args.cwd, python=args.python,
                          timeout_s=timeout, run_entrypoint=args.run_entrypoint, required_gb=args.required_gb,
                          checkpoint_gb=args.checkpoint_gb, keep=args.keep, output_dir=args.output_dir)
-    return _emit(engine.env(request, config, checkpoint=args.checkpoint), args)
+    shown = str(args.entrypoint) if args.entrypoint is not None else None
+    return _emit(engine.env(request, config, checkpoint=args.checkpoint, shown=shown, found_from_cwd=from_cwd),
+                 args)
+
+
+def _entrypoint_as_typed(typed: Path | None, cwd: Path | None) -> tuple[Path | None, bool]:
+    """The entrypoint as the user typed it, from the shell's working folder (absolute, so
+    `--cwd` cannot change what it means); when it is not there but is relative to --cwd,
+    that one, with True (the report says so). A path found nowhere is passed on as typed:
+    the report says it is missing."""
+    if typed is None or typed.is_absolute():
+        return typed, False
+    if typed.exists():
+        return typed.resolve(), False
+    if cwd is not None and (cwd / typed).exists():
+        return (cwd / typed).resolve(), True
+    return typed, False
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
@@ -18,6 +19,7 @@ from .model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, 
                     Related, Report, Run, Segment, Series, Span, Verdict)
 from .readers.adjacent import run_root
 from .readers.checkpoint import CheckpointFacts
+from .readers.tokenizer import TOKENIZER_FILES
 
 if TYPE_CHECKING:
     from .envcheck import EnvRequest
@@ -424,7 +426,8 @@ def doctor(paths: Iterable[Path], config: Config, *,
             found = walk(p)
             if not found:
                 reports.append(not_checked(str(p), "folder", "folder",
-                                           f"{p}: nothing to judge (no log, dataset or checkpoint below it)"))
+                                           f"{p}: nothing to judge (no log, dataset, checkpoint, tokenizer "
+                                           "or training script below it)"))
             files.extend(found)
         elif p.exists():
             files.append(p)
@@ -432,12 +435,16 @@ def doctor(paths: Iterable[Path], config: Config, *,
             reports.append(not_checked(str(p), "unknown", "unknown", f"{p}: no such file or folder"))
     seen: set[Path] = set()
     metric_files: list[tuple[Path, Detected]] = []
+    tokenizer_folders: dict[Path, None] = {}
     for f in files:
         if f in seen:
             continue
         seen.add(f)
         if f.is_dir():  # an MLflow run folder (from walk)
             metric_files.append((f, Detected("metrics", "mlflow")))
+            continue
+        if f.name in TOKENIZER_FILES:  # a tokenizer folder: judged once, as a whole
+            tokenizer_folders[f.parent] = None
             continue
         if f.name in RESIDENTS:  # known by name: never opened
             passed_over.append(NotJudged(path=str(f), reason=RESIDENTS[f.name]))
@@ -466,13 +473,49 @@ def doctor(paths: Iterable[Path], config: Config, *,
             continue
         metric_files.append((f, detected))
     reports.extend(_judge_metric_files(metric_files, config, not_judged, also))
+    reports.extend(judge_tokenizer_folders(tokenizer_folders, config, passed_over))
     if not reports and not not_judged:
         where = ", ".join(str(p) for p in paths) or "."
         reports.append(not_checked(where, "folder", "folder",
                                    f"{where}: nothing to judge ({len(passed_over)} file(s) passed over, "
-                                   "none a log, dataset or checkpoint)"))
+                                   "none a log, dataset, checkpoint, tokenizer or training script)"))
     reports.sort(key=lambda r: r.artefact.path)
     return Outcome(reports=tuple(reports), not_judged=tuple(not_judged), passed_over=tuple(passed_over))
+
+
+# What the tokenizer rules read besides tokenizer.json: equal bytes here mean the same
+# tokenizer settings (HF Trainer saves a copy into every checkpoint-N/).
+_TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                       "chat_template.json", "added_tokens.json")
+
+
+def _same_tokenizer_settings(a: Path, b: Path) -> bool:
+    try:
+        return all((a / n).is_file() == (b / n).is_file() and (not (a / n).is_file() or
+                                                                 (a / n).read_bytes() == (b / n).read_bytes())
+                   for n in _TOKENIZER_SETTINGS)
+    except OSError:
+        return False
+
+
+def judge_tokenizer_folders(folders: Iterable[Path], config: Config, passed_over: list[NotJudged]) -> list[Report]:
+    """One report per tokenizer folder. A checkpoint-N/ copy with the same settings as its
+    run folder's tokenizer is listed as passed over (judged there), not judged again."""
+    from .preflight import judge_tokenizer  # preflight imports engine: import at call time
+
+    chosen = list(dict.fromkeys(folders))
+    reports = []
+    for folder in chosen:
+        parent = folder.parent
+        if _CHECKPOINT_DIR.match(folder.name) and parent in chosen and _same_tokenizer_settings(folder, parent):
+            passed_over.append(NotJudged(path=str(folder), reason=f"tokenizer files: the same settings as "
+                                                                  f"{parent}'s, judged there"))
+            continue
+        reports.append(judge_tokenizer(folder, config))
+    return reports
+
+
+_CHECKPOINT_DIR = re.compile(r"checkpoint-\d+$")
 
 
 def _group_key(path: Path, detected: Detected) -> Path:
@@ -647,29 +690,80 @@ def judge_checkpoint(path: Path, config: Config, *, reference: "CheckpointFacts 
     return judge_facts(facts, kind="checkpoint", path=name, fmt=facts.format, config=config, extra=extra)
 
 
+# The import check is env's: doctor (and the editor) read a script, never run it.
+IMPORTS_BY_ENV = ("imports are checked by `trainproof-lsp env --entrypoint FILE` (in a child process); "
+                  "doctor reads the script with ast and never runs or imports it")
+
+
 def judge_script(path: Path, config: Config, *, data: bytes | None = None) -> Report:
     """A training script's config, read with ast (readers/script.py); never imported."""
+    from dataclasses import replace
+
     from .readers.script import read_script
+    from .rules.env import IMPORT_FAIL_RULE
 
     name = str(path)
     try:
         facts = read_script(path, data)
     except ReadError as e:
         return not_checked(name, "script", "python", str(e), e)
-    return judge_facts(facts, kind="script", path=name, fmt="python", config=config)
+    report = judge_facts(facts, kind="script", path=name, fmt="python", config=config)
+    return replace(report, checks=report.checks + (Check(group=IMPORT_FAIL_RULE.id, ran=False,
+                                                         reason=IMPORTS_BY_ENV),))
 
 
-def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None) -> Outcome:
-    """`trainproof-lsp env`: the environment report, and the resume checkpoint's if given."""
+def _relabel(f: Finding, old: str, new: str) -> Finding:
+    """The finding with `old` paths shown as `new` (the entrypoint as the user typed it)."""
+    from dataclasses import replace
+
+    def loc(x: Location) -> Location:
+        return replace(x, path=new) if x.path == old else x
+
+    return replace(f, location=loc(f.location),
+                   related=tuple(replace(r, location=loc(r.location)) for r in f.related))
+
+
+def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None,
+        shown: str | None = None, found_from_cwd: bool = False) -> Outcome:
+    """`trainproof-lsp env`: one report for the script — the import check (envcheck.py,
+    in a child process) and the static foot-guns `doctor` finds in it (rules/script.py)
+    — with the machine's memory and disk; and the resume checkpoint's report if given.
+    `shown` is the entrypoint as the user typed it (request.entrypoint is where it was
+    found); `found_from_cwd` says it was found relative to --cwd only."""
+    from dataclasses import replace
+
     from .envcheck import collect
     from .readers.checkpoint import CheckpointFacts as Facts, Problem
+    from .rules.entrypoint import FROM_CWD_RULE
 
     facts = collect(request)
     # An import the probe refused because it would run the entrypoint's top level: not
     # checked (without --run-entrypoint), never a failure.
     extra = [not_checked_finding(p.location.path, f"{p.module}: {p.detail}", p.location.span)
              for p in facts.probes if p.outcome == "entrypoint-not-run"]
-    reports = [judge_facts(facts, kind="env", path=facts.path, fmt="import-probe", config=config, extra=extra)]
+    report = judge_facts(facts, kind="env", path=facts.path, fmt="import-probe", config=config, extra=extra)
+    script = request.entrypoint if request.entrypoint is not None else (
+        Path(facts.path) if request.module and not facts.entry_error else None)
+    findings, checks = list(report.findings), list(report.checks)
+    if script is not None and script.is_file():
+        static = judge_script(script, config)
+        if static.checks:  # read: its foot-guns join the report (the import check ran here)
+            findings += [f for f in static.findings if f.location.path == str(script)]
+            checks += [c for c in static.checks if c.reason != IMPORTS_BY_ENV]
+    if shown is not None and request.entrypoint is not None and shown != str(request.entrypoint):
+        findings = [_relabel(f, str(request.entrypoint), shown) for f in findings]
+        if found_from_cwd:
+            findings.append(Finding(
+                id=FROM_CWD_RULE.id, level=FROM_CWD_RULE.level,
+                message=f"{shown} is not in the current folder; judged {os.path.relpath(request.entrypoint)} "
+                        "(relative to --cwd)",
+                evidence={}, location=Location(path=shown)))
+    findings.sort(key=finding_order)
+    verdict = verdict_of(findings)
+    path = shown if shown is not None and report.artefact.path == str(request.entrypoint) else report.artefact.path
+    reports = [replace(report, artefact=replace(report.artefact, path=path, sources=(path,)),
+                       verdict=verdict, findings=tuple(findings), checks=tuple(checks),
+                       reason=report.reason if verdict is Verdict.NOT_CHECKED else "")]
     if checkpoint is not None:
         if checkpoint.exists():
             reports.append(judge_checkpoint(checkpoint, config))

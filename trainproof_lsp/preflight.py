@@ -21,13 +21,14 @@ from typing import Any, Sequence
 
 from .config import Config
 from .engine import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
-from .model import Artefact, Check, Finding, Outcome, ReadError, Report
+from .model import Artefact, Check, Finding, Outcome, ReadError, Report, Span
 from .readers.dataset import DatasetScan, scan_dataset
 from .readers.tokenizer import read_tokenizer_dir
 from .rules.dataset import DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext
-from .rules.tokenizer import TOKENIZER_RULES, TokenizerContext
-from .rules.tokens import TOKEN_RULES, TokenContext
-from .tokens import TokenizerUnavailable, TokenLengths, count_tokens, load_tokenizer
+from .rules.tokenizer import QUIET_SKIPS, TEMPLATE_NO_EOS, TOKENIZER_RULES, TokenizerContext
+from .readers.dataset import NOT_ALTERNATING as NOT_ALTERNATING_KIND
+from .rules.tokens import TEMPLATE_ERROR, TOKEN_RULES, TokenContext
+from .tokens import TemplateRendered, TokenizerUnavailable, TokenLengths, count_tokens, load_tokenizer, render_rows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,33 +81,92 @@ class TokenCounting:
                                      f"({type(e).__name__}: {' '.join(str(e).split())[:200]})", asked=True)
 
 
+class TemplateRows:
+    """Rows whose turns do not alternate, rendered with the tokenizer folder's chat
+    template in the jinja2 sandbox when transformers does not render every row (no
+    --max-len): the template decides whether such a row is a FAIL (it refuses it) or
+    stays a WARN. The folder is read once, on first use."""
+
+    def __init__(self, tokenizer_dir: Path | str | None, config: Config) -> None:
+        self.tokenizer_dir, self.config = tokenizer_dir, config
+        self._template: tuple[str, dict] | str | None = None
+
+    def _load(self) -> tuple[str, dict] | str:
+        if self._template is None:
+            from . import chat_template as ct
+            from .rules.tokenizer import special_tokens
+
+            try:
+                tok = read_tokenizer_dir(self.tokenizer_dir or "")
+            except (ReadError, OSError) as e:
+                self._template = f"the tokenizer folder could not be read ({e})"
+                return self._template
+            if tok.chat_template is None:
+                self._template = "the tokenizer has no chat template"
+            elif not ct.available():
+                self._template = f"rows not rendered: {ct.MISSING_JINJA2}"
+            else:
+                self._template = (tok.chat_template.value, special_tokens(tok))
+        return self._template
+
+    def render(self, scan: DatasetScan, lengths: "TokenLengths | NotCounted",
+               data: bytes | None = None) -> "TemplateRendered | str | None":
+        """None when there is nothing to render (no tokenizer, no such rows, or
+        transformers rendered every row); a reason when the rows could not be rendered."""
+        if self.tokenizer_dir is None or isinstance(lengths, TokenLengths):
+            return None
+        wanted = [p.line for p in scan.problems if p.kind == NOT_ALTERNATING_KIND]
+        if not wanted or not self.config.enabled(TEMPLATE_ERROR):
+            return None
+        loaded = self._load()
+        if isinstance(loaded, str):
+            return loaded
+        try:
+            return render_rows(scan.path, loaded[0], loaded[1], wanted, layout=scan.layout, data=data)
+        except OSError as e:
+            return f"{scan.path}: cannot read ({e.strerror or e})"
+
+
 def _token_rules(scan: DatasetScan, config: Config, lengths: TokenLengths | NotCounted,
-                 max_len: int | None) -> tuple[list[Finding], list[Check]]:
+                 max_len: int | None, rendered: "TemplateRendered | str | None" = None
+                 ) -> tuple[list[Finding], list[Check]]:
     if isinstance(lengths, TokenLengths) and max_len is not None:
         return run_rules(TOKEN_RULES, lengths, TokenContext(max_len=max_len), config)
     if isinstance(lengths, TokenLengths):
         lengths = _NO_MAX_LEN
     checks = [Check(group=r.id, ran=False, reason=lengths.reason if config.enabled(r) else "disabled by configuration")
-              for r in TOKEN_RULES]
+              for r in TOKEN_RULES if not (rendered is not None and r is TEMPLATE_ERROR)]
     findings = []
+    if isinstance(rendered, TemplateRendered):
+        found, ran = run_rules((TEMPLATE_ERROR,), rendered, None, config)
+        findings.extend(found)
+        checks.extend(ran)
+    elif isinstance(rendered, str):
+        checks.append(Check(group=TEMPLATE_ERROR.id, ran=False, reason=rendered))
     if lengths.asked and any(c.reason == lengths.reason for c in checks):
         findings.append(not_checked_finding(scan.path, f"token lengths not checked: {lengths.reason}"))
     return findings, checks
 
 
 def dataset_report(scan: DatasetScan, config: Config, *, train: Sequence[DatasetScan] = (),
-                   lengths: TokenLengths | NotCounted = NOT_ASKED, max_len: int | None = None) -> Report:
+                   lengths: TokenLengths | NotCounted = NOT_ASKED, max_len: int | None = None,
+                   rendered: "TemplateRendered | str | None" = None) -> Report:
     """The dataset rules over a finished scan, and the token rules over its token
-    lengths (or listed as skipped, with why they were not counted)."""
+    lengths (or listed as skipped, with why they were not counted). `rendered`: its rows
+    that do not alternate, rendered with the run's chat template (TemplateRows)."""
     artefact = Artefact(path=scan.path, kind="dataset", format=_format_name(scan), sources=(scan.path,))
     if scan.records == 0 and not scan.problems:
         reason = f"{scan.path}: no records ({scan.lines} line(s), {scan.blank_lines} blank)"
         return not_checked(scan.path, "dataset", artefact.format, reason)
     rules = DATASET_RULES if train else tuple(r for r in DATASET_RULES if r is not OVERLAP)
-    findings, checks = run_rules(rules, scan, DatasetContext(train=tuple(train)), config)
+    refused = lengths.template_errors if isinstance(lengths, TokenLengths) else \
+        rendered.template_errors if isinstance(rendered, TemplateRendered) else ()
+    findings, checks = run_rules(rules, scan, DatasetContext(train=tuple(train),
+                                                             template_rejected=frozenset(e.line for e in refused)),
+                                 config)
     if not train:
         checks.append(Check(group=OVERLAP.id, ran=False, reason=OVERLAP_SKIP))
-    token_findings, token_checks = _token_rules(scan, config, lengths, max_len)
+    token_findings, token_checks = _token_rules(scan, config, lengths, max_len, rendered)
     findings.extend(token_findings)
     checks.extend(token_checks)
     findings.sort(key=finding_order)
@@ -138,7 +198,8 @@ def judge_dataset(path: Path | str, config: Config, *, data: bytes | None = None
     if isinstance(scanned, Report):
         return scanned
     lengths = TokenCounting(tokenizer_dir, max_len, config).lengths(scanned, data)
-    return dataset_report(scanned, config, lengths=lengths, max_len=max_len)
+    return dataset_report(scanned, config, lengths=lengths, max_len=max_len,
+                          rendered=TemplateRows(tokenizer_dir, config).render(scanned, lengths, data))
 
 
 def judge_tokenizer(folder: Path | str, config: Config, *, conversational: bool | None = None) -> Report:
@@ -150,6 +211,13 @@ def judge_tokenizer(folder: Path | str, config: Config, *, conversational: bool 
     except OSError as e:
         return not_checked(name, "tokenizer", "tokenizer", f"{name}: cannot read ({e.strerror or e})")
     findings, checks = run_rules(TOKENIZER_RULES, tok, TokenizerContext(conversational=conversational), config)
+    for c in checks:
+        if c.group == TEMPLATE_NO_EOS.id and not c.ran and c.reason not in QUIET_SKIPS:
+            # The template is there but its assistant turn could not be judged: say so.
+            at = tok.chat_template
+            findings.append(not_checked_finding(
+                at.path if at is not None else name, f"{TEMPLATE_NO_EOS.id} not checked: {c.reason}",
+                Span(at.line, 0, at.line, 0) if at is not None else None))
     findings.sort(key=finding_order)
     return Report(artefact=Artefact(path=name, kind="tokenizer", format="hf-tokenizer",
                                     sources=tuple(tok.path(n) for n in tok.present)),
@@ -163,20 +231,24 @@ def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | 
     reports: list[Report] = []
     scans: list[DatasetScan] = []
     counting = TokenCounting(tokenizer_dir, max_len, config)
+    templated = TemplateRows(tokenizer_dir, config)
     for p in paths:
         scanned = _scan(Path(p), config=config)
         if isinstance(scanned, Report):
             reports.append(scanned)
             continue
         scans.append(scanned)
-        reports.append(dataset_report(scanned, config, lengths=counting.lengths(scanned), max_len=max_len))
+        lengths = counting.lengths(scanned)
+        reports.append(dataset_report(scanned, config, lengths=lengths, max_len=max_len,
+                                      rendered=templated.render(scanned, lengths)))
     if eval_path is not None:
         scanned = _scan(Path(eval_path), config=config)
         if isinstance(scanned, Report):
             reports.append(scanned)
         else:
-            reports.append(dataset_report(scanned, config, train=scans, lengths=counting.lengths(scanned),
-                                          max_len=max_len))
+            lengths = counting.lengths(scanned)
+            reports.append(dataset_report(scanned, config, train=scans, lengths=lengths, max_len=max_len,
+                                          rendered=templated.render(scanned, lengths)))
             scans = [*scans, scanned]
     if tokenizer_dir is not None:
         conversational = any(s.conversational for s in scans) if scans else None

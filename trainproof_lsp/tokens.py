@@ -315,5 +315,63 @@ def count_tokens(path: Path | str, tok: Any, *, lines: int, layout: str = "jsonl
                         template_errors=tuple(batch.errors))
 
 
-__all__ = ["TokenLengths", "TemplateError", "TokenizerUnavailable", "load_tokenizer", "count_tokens",
+# --- rows rendered in the sandbox (no transformers) --------------------------------------
+
+# Distinct role sequences rendered per file. A template's refusal of a row that does not
+# alternate depends on its roles, not its words, so one render per sequence decides every
+# row with it; real datasets have a handful of sequences, 256 bounds a hostile file.
+MAX_ROLE_SEQUENCES = 256
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemplateRendered:
+    """Rows of one file rendered with a chat template in the sandbox (chat_template.py),
+    and those it refused; TP-PRE-CHAT-TEMPLATE-ERROR reads `template_errors`."""
+
+    path: str
+    rendered: int  # distinct role sequences rendered
+    template_errors: tuple[TemplateError, ...] = ()
+    note: str = ""  # why some rows were not rendered (sequence cap, template unusable)
+
+
+def render_rows(path: Path | str, template: str, special: dict[str, str | None], wanted: Sequence[int], *,
+                layout: str = "jsonl", data: bytes | None = None) -> TemplateRendered:
+    """Render the rows on the `wanted` lines (0-based) with `template` in the jinja2
+    sandbox, one render per distinct role sequence. Raises chat_template.TemplateUnavailable
+    without jinja2."""
+    from . import chat_template as ct
+
+    lines = set(wanted)
+    last = max(lines, default=-1)
+    verdicts: dict[tuple[str, ...], str | None] = {}
+    errors: list[TemplateError] = []
+    note = ""
+    for line, obj in ds.iter_records(path, layout=layout, data=data):
+        if line > last:
+            break
+        if line not in lines:
+            continue
+        for which, piece in row_pieces(obj) or ():
+            if not isinstance(piece, _Chat) or which == PROMPT:
+                continue
+            roles = tuple(m["role"] for m in piece.messages)
+            if roles not in verdicts:
+                if len(verdicts) >= MAX_ROLE_SEQUENCES:
+                    note = f"rows with more than {MAX_ROLE_SEQUENCES} distinct role sequences: the rest not rendered"
+                    continue
+                try:
+                    ct.render(template, piece.messages, special=special)
+                    verdicts[roles] = None
+                except ct.TemplateRejected as e:
+                    verdicts[roles] = str(e)
+                except ct.TemplateUnusable as e:
+                    return TemplateRendered(path=str(path), rendered=len(verdicts), template_errors=tuple(errors),
+                                            note=str(e))
+            if verdicts.get(roles):
+                errors.append(TemplateError(line=line, message=verdicts[roles] or ""))
+                break
+    return TemplateRendered(path=str(path), rendered=len(verdicts), template_errors=tuple(errors), note=note)
+
+
+__all__ = ["TokenLengths", "TemplateError", "TemplateRendered", "render_rows", "TokenizerUnavailable", "load_tokenizer", "count_tokens",
            "row_pieces", "NOT_COUNTED", "MISSING_TRANSFORMERS", "BATCH_ROWS"]

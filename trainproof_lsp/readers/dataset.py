@@ -144,6 +144,7 @@ NO_ASSISTANT = "no-assistant"
 EMPTY_ASSISTANT = "empty-assistant"
 SYSTEM_NOT_FIRST = "system-not-first"
 LAST_NOT_ASSISTANT = "last-not-assistant"
+NOT_ALTERNATING = "not-alternating"  # two user (or two assistant) turns in a row
 EMPTY_TURN = "empty-turn"          # a non-assistant turn with no content
 BAD_MESSAGES = "bad-messages"      # messages is not a list of objects
 CONTENT_PARTS = "content-parts"    # message content given as a list of (multimodal) parts
@@ -321,6 +322,12 @@ def role_issues(roles: tuple[str, ...]) -> tuple[tuple[str, int, str], ...]:
                        f"the last turn ({len(roles) - 1}) is {roles[-1]!r}, not the assistant"))
     if not roles:
         issues.append((NO_ASSISTANT, 0, "the conversation has no turns"))
+    # User and assistant turns alternate; tool results and system turns sit between them.
+    for i in range(1, len(roles)):
+        if roles[i] == roles[i - 1] and roles[i] in ("user", "assistant"):
+            issues.append((NOT_ALTERNATING, i, f"turns {i - 1} and {i} are both {roles[i]!r}: "
+                                               "user and assistant turns do not alternate"))
+            break
     return tuple(issues)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..model import Level
 from . import compare, dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
-from . import checkpoint, env, script
+from . import checkpoint, entrypoint, env, script
 from . import dataset, tokenizer, tokens
 from .base import Context, Rule, Skip
 
@@ -81,6 +81,7 @@ REGISTRY: tuple[Rule, ...] = (
     *checkpoint.RULES,  # explicit tuples in rules/checkpoint.py, rules/script.py, rules/env.py
     *script.RULES,
     *env.RULES,
+    entrypoint.FROM_CWD_RULE,
     *dataset.DATASET_RULES,  # rules/dataset.py, rules/tokens.py, rules/tokenizer.py
     *tokens.TOKEN_RULES,
     *tokenizer.TOKENIZER_RULES,

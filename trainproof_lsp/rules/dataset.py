@@ -21,6 +21,9 @@ class DatasetContext:
     of the training files it must not overlap."""
 
     train: tuple[ds.DatasetScan, ...] = ()
+    # Lines (0-based) whose rows the run's chat template refused to render: those are
+    # TP-PRE-CHAT-TEMPLATE-ERROR's (FAIL), so the alternation WARN stands down on them.
+    template_rejected: frozenset[int] = frozenset()
 
 
 def _location(scan: ds.DatasetScan, p: ds.LineProblem) -> Location:
@@ -176,6 +179,32 @@ still cost compute; often the answer was cut off when the data was exported.
 What it does not mean: a conversation without any assistant turn — that is
 TP-PRE-NO-ASSISTANT.
 """, (ds.LAST_NOT_ASSISTANT,))
+
+NOT_ALTERNATING_DOC = """User and assistant turns do not alternate.
+
+What it flags: a conversation with two user turns (or two assistant turns) in a row,
+tool and system turns aside (ShareGPT `human`/`gpt` count as user/assistant); the finding
+names the first such pair.
+Why it matters: many chat templates (Llama 2, Mistral, Gemma and others) raise
+"Conversation roles must alternate" on such a row and the run stops there; the others
+render two answers with no question between them, usually a merge or export bug. With
+`preflight --tokenizer DIR` the row is rendered with that folder's chat template (in a
+sandbox): a row the template refuses is TP-PRE-CHAT-TEMPLATE-ERROR, a FAIL, instead.
+What it does not mean: a broken row for templates that accept it; without a tokenizer it
+is a WARN.
+"""
+
+
+def check_not_alternating(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    rejected = getattr(ctx, "template_rejected", frozenset())
+    for p in scan.problems:
+        if p.kind == ds.NOT_ALTERNATING and p.line not in rejected:
+            yield Hit(message=f"line {p.line + 1}: {p.message}", evidence={"line": p.line + 1, **dict(p.evidence)},
+                      location=_location(scan, p))
+
+
+NOT_ALTERNATING = Rule(id="TP-PRE-TURNS-NOT-ALTERNATING", name="turns-not-alternating", level=Level.WARN,
+                       doc=NOT_ALTERNATING_DOC, check=cast(Any, check_not_alternating), applies_to="dataset")
 
 CHOSEN_EQUALS_REJECTED = _rule("TP-PRE-CHOSEN-EQUALS-REJECTED", "chosen-equals-rejected", Level.FAIL,
                                """A preference pair has identical chosen and rejected answers.
@@ -348,7 +377,7 @@ def check_layout(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[H
         notes.append("uses CRLF line endings (read as LF)")
     if scan.blank_lines:
         notes.append(f"{scan.blank_lines} blank line(s) skipped")
-    if scan.layout == "json-array":
+    if scan.layout == "json-array" and not json_array_named_jsonl(scan):
         notes.append(f"is a JSON array of {scan.records} record(s), not JSON Lines (each element checked)")
     if notes:
         yield Hit(message="file " + "; ".join(notes),
@@ -359,6 +388,37 @@ def check_layout(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[H
 
 LAYOUT = Rule(id="TP-PRE-FILE-LAYOUT", name="file-layout", level=Level.INFO, doc=LAYOUT_DOC,
               check=cast(Any, check_layout), applies_to="dataset")
+
+ARRAY_IN_JSONL_DOC = """A `.jsonl` file holds a JSON array, not JSON Lines.
+
+What it flags: a file named `.jsonl` (or `.ndjson`) whose content is one JSON array of
+records (`[{...}, {...}]`) rather than one object per line; every element is still
+checked and located at its first line.
+Why it matters: line-based loaders — `datasets.load_dataset("json")` picks its reader by
+content, but `pandas.read_json(lines=True)`, `jq -c`, streaming JSONL readers and most
+training frameworks' own JSONL loaders — read the first line `[` and fail, or read
+nothing. Save it with `.json`, or write one object per line.
+What it does not mean: anything about the records themselves; the same array in a
+`.json` file is only a layout note (TP-PRE-FILE-LAYOUT, INFO).
+"""
+
+_JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
+
+def json_array_named_jsonl(scan: ds.DatasetScan) -> bool:
+    return scan.layout == "json-array" and scan.path.lower().endswith(_JSONL_SUFFIXES)
+
+
+def check_array_in_jsonl(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    if json_array_named_jsonl(scan):
+        suffix = "." + scan.path.rsplit(".", 1)[-1]
+        yield Hit(message=f"the file is named {suffix} but holds a JSON array of {scan.records} record(s): "
+                          "line-based JSONL loaders reject it",
+                  evidence={"records": scan.records, "lines": scan.lines}, location=_line_location(scan, 0))
+
+
+ARRAY_IN_JSONL = Rule(id="TP-PRE-JSON-ARRAY-IN-JSONL", name="json-array-in-jsonl", level=Level.WARN,
+                      doc=ARRAY_IN_JSONL_DOC, check=cast(Any, check_array_in_jsonl), applies_to="dataset")
 
 DATASET_RULES: tuple[Rule, ...] = (
     MALFORMED,
@@ -375,10 +435,12 @@ DATASET_RULES: tuple[Rule, ...] = (
     EMPTY_TURN,
     SYSTEM_NOT_FIRST,
     LAST_NOT_ASSISTANT,
+    NOT_ALTERNATING,
     CHOSEN_EQUALS_REJECTED,
     DUPLICATE,
     NEAR_DUPLICATE,
     OVERLAP,
     MIXED,
+    ARRAY_IN_JSONL,
     LAYOUT,
 )

@@ -127,37 +127,82 @@ def check_no_template(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterat
 NO_CHAT_TEMPLATE = Rule(id="TP-TOK-NO-CHAT-TEMPLATE", name="no-chat-template", level=Level.FAIL,
                         doc=NO_TEMPLATE_DOC, check=cast(Any, check_no_template), applies_to="tokenizer")
 
-TEMPLATE_EOS_DOC = """The chat template never ends an assistant turn.
+TEMPLATE_EOS_DOC = """The chat template does not end the assistant's turn with an end marker.
 
-What it flags: a chat template that references neither `eos_token` nor the eos text nor
-any end-of-turn token of the tokenizer (`<|im_end|>`, `<|eot_id|>`, `<end_of_turn>`,
-`<|end|>` and the like, taken from its added tokens).
+What it flags: the chat template, rendered on a user/assistant exchange (in a jinja2
+sandbox: no files, no network, bounded in time and output), writes nothing after the
+assistant's content that holds the `eos_token` or an end-of-turn token of the tokenizer
+(`<|im_end|>`, `<|eot_id|>`, `<end_of_turn>`, `<|end|>` and the like, taken from its added
+tokens) — even when it ends user and system turns with one. Without jinja2 the template
+is read as text: it is flagged only when it writes no such marker anywhere, and the check
+is NOT-CHECKED when it does (the assistant turn itself could not be rendered).
 Why it matters: rendered conversations carry no stop target after the assistant's
-answer, so the fine-tuned model does not learn where to stop.
-What it does not mean: certainty — the template is read as text, not executed; an
-end-of-turn marker produced some other way (a macro, a variable) is not seen. WARN.
+answer, so the fine-tuned model never learns to stop and generates until
+max_new_tokens.
+What it does not mean: anything for plain-text datasets (with only those given, the
+check is skipped), or when your trainer appends the EOS itself after rendering (some
+collators do; then the template is still wrong for inference).
 """
 
 _END_MARK = re.compile(r"end|eot|eos|</s>|\|im_end\|", re.IGNORECASE)
+NO_TEMPLATE = "no chat template"
+NOT_CONVERSATIONAL = "the datasets given are not conversational: the chat template is not used"
+
+
+def _end_markers(tok: TokenizerFiles) -> list[str]:
+    markers = {c for _, c, _ in tok.added_tokens if _END_MARK.search(c)}
+    if tok.eos is not None and tok.eos.value:
+        markers.add(tok.eos.value)
+    return sorted(markers)
+
+
+def special_tokens(tok: TokenizerFiles) -> dict[str, str | None]:
+    """The special tokens a chat template sees as variables (as transformers passes them)."""
+    return {"bos_token": tok.bos.value if tok.bos else None, "eos_token": tok.eos.value if tok.eos else None,
+            "pad_token": tok.pad.value if tok.pad else None, "unk_token": tok.unk.value if tok.unk else None}
 
 
 def check_template_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    from .. import chat_template as ct
+
     tpl = tok.chat_template
     if tpl is None:
-        raise Skip("no chat template")
+        raise Skip(NO_TEMPLATE)
+    if getattr(ctx, "conversational", None) is False:
+        raise Skip(NOT_CONVERSATIONAL)
     text = tpl.value
-    markers = {c for _, c, _ in tok.added_tokens if _END_MARK.search(c)}
-    if tok.eos is not None:
-        markers.add(tok.eos.value)
-    if "eos_token" in text or any(m and m in text for m in markers):
+    markers = _end_markers(tok)
+    eos = tok.eos.value if tok.eos is not None else None
+    try:
+        end = ct.assistant_end(text, special=special_tokens(tok), markers=markers)
+    except ct.TemplateUnavailable as e:
+        # Read as text: only a template that writes no marker anywhere is certain.
+        if "eos_token" in text or any(m in text for m in markers):
+            raise Skip(f"{e}; the template writes an end marker somewhere, but whether the assistant "
+                       "turn ends with one needs the template rendered") from None
+        yield Hit(message="the chat template writes no eos_token and no end-of-turn token anywhere "
+                          f"({len(markers)} candidate marker(s) looked for; read as text: {e})",
+                  evidence={"markers": len(markers), "rendered": False, "template_chars": len(text)},
+                  location=_at(tpl))
         return
-    yield Hit(message="the chat template emits no eos_token and no end-of-turn token "
-                      f"({len(markers)} candidate marker(s) looked for)",
-              evidence={"markers": len(markers), "template_chars": len(text)}, location=_at(tpl))
+    except (ct.TemplateRejected, ct.TemplateUnusable) as e:
+        raise Skip(f"the chat template could not render a user/assistant exchange: {e}") from None
+    if end.marker is not None:
+        return
+    shown = end.tail if len(end.tail) <= 40 else end.tail[:39] + "…"
+    yield Hit(message=f"the chat template ends the assistant's turn with {shown!r}, without the eos_token {eos!r} "
+                      f"or an end-of-turn token ({len(markers)} candidate marker(s) looked for): "
+                      "the model is never trained to stop",
+              evidence={"tail": shown, "markers": len(markers), "rendered": True, "template_chars": len(text)},
+              location=_at(tpl))
 
 
-TEMPLATE_NO_EOS = Rule(id="TP-TOK-TEMPLATE-NO-EOS", name="template-no-eos", level=Level.WARN,
+TEMPLATE_NO_EOS = Rule(id="TP-TOK-TEMPLATE-NO-EOS", name="template-no-eos", level=Level.FAIL,
                        doc=TEMPLATE_EOS_DOC, check=cast(Any, check_template_eos), applies_to="tokenizer")
+
+# Reasons TP-TOK-TEMPLATE-NO-EOS stands down without anything to judge; any other skip
+# means the template was there but could not be judged: NOT-CHECKED, never a pass.
+QUIET_SKIPS = frozenset({NO_TEMPLATE, NOT_CONVERSATIONAL, "disabled by configuration"})
 
 DOUBLE_BOS_DOC = """The beginning-of-sequence token is added twice.
 
@@ -174,7 +219,7 @@ or pass `add_special_tokens=False`; it is a WARN.
 def check_double_bos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
     tpl = tok.chat_template
     if tpl is None:
-        raise Skip("no chat template")
+        raise Skip(NO_TEMPLATE)
     bos = tok.bos.value if tok.bos is not None else None
     in_template = "bos_token" in tpl.value or (bool(bos) and bos in tpl.value)
     if not in_template:

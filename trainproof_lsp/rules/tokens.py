@@ -118,9 +118,12 @@ must alternate user/assistant/user/assistant/...").
 Why it matters: trainers render every row with that template before or during training
 and stop at the exception — the run dies at this row. It is a FAIL like
 TP-PRE-NON-STRING, the other row that crashes the tokenizer.
-What it does not mean: anything without `--tokenizer DIR --max-len N` (the template is
-only run when token lengths are counted), or about rows the dataset rules already
-report as unreadable in their format (those are not rendered).
+With `--tokenizer DIR` but no `--max-len` (or without transformers), the rows whose
+turns do not alternate are rendered with the folder's template in a jinja2 sandbox, one
+render per distinct role sequence: a row it refuses is flagged here instead of as
+TP-PRE-TURNS-NOT-ALTERNATING.
+What it does not mean: anything without `--tokenizer DIR`, or about rows the dataset
+rules already report as unreadable in their format (those are not rendered).
 """
 
 

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MODEL_CONFIGS = frozenset({"config.json", "generation_config.json", "adapter_config.json"})
-TOKENIZER_FILES = frozenset({"tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"})
+# Judged with their folder (preflight.judge_tokenizer, from disk); the chat template's
+# findings land on whichever file holds it (tokenizer_config.json or chat_template.jinja).
+TOKENIZER_FILES = frozenset({"tokenizer_config.json", "special_tokens_map.json", "tokenizer.json",
+                             "chat_template.jinja", "chat_template.json"})
 
 
 @dataclass(frozen=True, slots=True)

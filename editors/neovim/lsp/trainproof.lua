@@ -3,7 +3,7 @@
 -- require('trainproof').setup() for those).
 return {
   cmd = { vim.env.VIRTUAL_ENV and (vim.env.VIRTUAL_ENV .. '/bin/python') or 'python3', '-m', 'trainproof_lsp', 'serve' },
-  filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python' },
+  filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python', 'jinja' },
   root_markers = { 'pyproject.toml', '.git' },
   settings = { trainproof = {} },
 }

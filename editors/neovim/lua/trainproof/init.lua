@@ -15,7 +15,7 @@ M.defaults = {
   python = nil,
   -- The whole command, instead of `python -m trainproof_lsp serve`.
   cmd = nil,
-  filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python' },
+  filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python', 'jinja' },
   -- The first folder upwards holding one of these is the workspace root.
   root_markers = { 'pyproject.toml', '.git' },
   -- The server's settings (section "trainproof"; names as in docs/editors.md), e.g.

@@ -46,5 +46,6 @@ export const WATCHED_GLOBS: readonly string[] = [
 ];
 export const VERDICT_STREAM_GLOB = '**/trainproof-verdict.jsonl';
 
-/** Documents the server judges: training logs, datasets, training scripts, model configs. */
-export const DOCUMENT_PATTERN = '**/*.{json,jsonl,ndjson,csv,tsv,py}';
+/** Documents the server judges: training logs, datasets, training scripts, model and
+ *  tokenizer configs (a tokenizer's chat_template.jinja included). */
+export const DOCUMENT_PATTERN = '**/*.{json,jsonl,ndjson,csv,tsv,py,jinja}';
