@@ -112,7 +112,8 @@ def test_template_check_without_jinja2_is_not_checked_never_a_pass(monkeypatch):
      "above 200000 characters"),
     ("{{ 'x'.ljust(1000000000) }}", "size argument 1000000000"),
     ("{{ ''.__class__.__mro__ }}", "unsafe"),
-], ids=["loop", "repeat", "doubling", "method", "internals"])
+    ("{% for a in x %}" * 25 + "{% endfor %}" * 25, "nests too deeply"),
+], ids=["loop", "repeat", "doubling", "method", "internals", "nesting"])
 def test_a_hostile_template_is_stopped_within_its_bounds(template, why):
     with pytest.raises(ct.TemplateUnusable) as e:
         ct.render(template, [{"role": "user", "content": "x"}], special={})

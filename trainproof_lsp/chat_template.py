@@ -195,7 +195,8 @@ def _compile(template: str) -> Any:
         compiled = env.from_string(template)
     except TemplateError as e:
         raise TemplateUnusable(f"the chat template does not compile ({_one_line(e)})") from None
-    except RecursionError:
+    except (RecursionError, SyntaxError, MemoryError):
+        # Python's own compiler limits (e.g. "too many statically nested blocks")
         raise TemplateUnusable("the chat template nests too deeply to compile") from None
     # `~` compiles to a call of the module-level `str_join` of the template's code: bound it.
     compiled.root_render_func.__globals__["str_join"] = env.bounded_join
