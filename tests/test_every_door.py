@@ -311,3 +311,19 @@ def test_a_json_array_saved_as_jsonl_is_a_warn(tmp_path):
     same.write_text(path.read_text())
     (report,) = preflight([same], Config()).reports
     assert report.verdict is Verdict.PASS and [f.id for f in report.findings] == ["TP-PRE-FILE-LAYOUT"]
+
+
+def test_rows_a_hostile_template_cannot_render_are_said_to_be_unjudged(chat, tmp_path):
+    folder = tmp_path / "tok"
+    shutil.copytree(TOK / "healthy_chatml", folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+    data, _ = preflight([chat], Config(), tokenizer_dir=folder).reports
+    assert data.verdict is Verdict.WARN
+    assert [(f.id, f.level.value) for f in data.findings] == [
+        ("TP-NOT-CHECKED", "NOT-CHECKED"),
+        ("TP-PRE-TURNS-NOT-ALTERNATING", "WARN"), ("TP-PRE-TURNS-NOT-ALTERNATING", "WARN")]
+    assert data.findings[0].message == (
+        "TP-PRE-CHAT-TEMPLATE-ERROR not checked on every row whose turns do not alternate: "
+        f"the chat template did not finish rendering within {ct.MAX_SECONDS:g} s")

@@ -143,6 +143,9 @@ def _token_rules(scan: DatasetScan, config: Config, lengths: TokenLengths | NotC
         found, ran = run_rules((TEMPLATE_ERROR,), rendered, None, config)
         findings.extend(found)
         checks.extend(ran)
+        if rendered.note:  # some rows could not be rendered: they were not judged
+            findings.append(not_checked_finding(scan.path, f"{TEMPLATE_ERROR.id} not checked on every row "
+                                                           f"whose turns do not alternate: {rendered.note}"))
     elif isinstance(rendered, str):
         checks.append(Check(group=TEMPLATE_ERROR.id, ran=False, reason=rendered))
     if lengths.asked and any(c.reason == lengths.reason for c in checks):
