@@ -327,3 +327,12 @@ def test_rows_a_hostile_template_cannot_render_are_said_to_be_unjudged(chat, tmp
     assert data.findings[0].message == (
         "TP-PRE-CHAT-TEMPLATE-ERROR not checked on every row whose turns do not alternate: "
         f"the chat template did not finish rendering within {ct.MAX_SECONDS:g} s")
+
+
+def test_a_bare_tokenizers_library_file_is_passed_over_not_failed(tmp_path):
+    shutil.copy(TOK / "healthy_chatml" / "tokenizer.json", tmp_path / "tokenizer.json")
+    outcome = doctor([tmp_path], Config())
+    assert [r.verdict for r in outcome.reports] == [Verdict.NOT_CHECKED]  # nothing else to judge there
+    assert [(Path(p.path).name, p.reason) for p in outcome.passed_over] == [
+        ("tokenizer.json", "tokenizer.json without tokenizer_config.json or special_tokens_map.json; "
+                           "not judged as a tokenizer folder")]
