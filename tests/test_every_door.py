@@ -336,3 +336,32 @@ def test_a_bare_tokenizers_library_file_is_passed_over_not_failed(tmp_path):
     assert [(Path(p.path).name, p.reason) for p in outcome.passed_over] == [
         ("tokenizer.json", "tokenizer.json without tokenizer_config.json or special_tokens_map.json; "
                            "not judged as a tokenizer folder")]
+
+
+# Template shapes of the common families (written here, reduced to what matters): each
+# ends the assistant's turn with its stop marker, and each is rendered as transformers
+# renders it (loop controls, the generation tag, raise_exception, a leading system turn).
+FAMILIES = {
+    "inst-eos": ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]"
+                 "{% else %}{{ m['content'] }}{{ eos_token }}{% endif %}{% endfor %}", "</s>", ["</s>"]),
+    "turn-tags": ("{% for m in messages %}{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
+                  "<start_of_turn>{{ role }}\n{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}",
+                  "<end_of_turn>", ["<end_of_turn>", "<eos>"]),
+    "header-eot": ("{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\\n\\n' + "
+                   "m['content'] | trim + '<|eot_id|>' }}{% endfor %}", "<|eot_id|>", ["<|eot_id|>", "<|end_of_text|>"]),
+    "generation-tag": ("{% for m in messages %}{% if m['role'] == 'assistant' %}<|assistant|>\n{% generation %}"
+                       "{{ m['content'] }}<|end|>{% endgeneration %}\n{% else %}<|{{ m['role'] }}|>\n{{ m['content'] }}"
+                       "<|end|>\n{% endif %}{% if loop.index > 50 %}{% break %}{% endif %}{% endfor %}",
+                       "<|end|>", ["<|end|>", "<|endoftext|>"]),
+    "needs-system": ("{% if messages[0]['role'] != 'system' %}{{ raise_exception('a system turn must come first') }}"
+                     "{% endif %}{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                     "{% endfor %}", "<|im_end|>", ["<|im_end|>"]),
+}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_common_template_shapes_end_the_assistant_turn(family):
+    template, marker, markers = FAMILIES[family]
+    end = ct.assistant_end(template, special={"bos_token": "<s>", "eos_token": "</s>"}, markers=markers)
+    assert end.marker == marker
+    assert end.system is (family == "needs-system")

@@ -150,7 +150,21 @@ def _environment() -> Any:
             raise SecurityError(f"a value above {_bounds.value_chars} characters")
         return _after("".join(parts))
 
-    env = Sandbox(trim_blocks=True, lstrip_blocks=True, loader=None, autoescape=False)
+    from jinja2.ext import Extension
+
+    class Generation(Extension):
+        """`{% generation %}...{% endgeneration %}` (transformers marks the assistant's
+        trained tokens with it): rendered as its body."""
+
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            next(parser.stream)
+            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+    # As transformers renders templates: loop controls ({% break %}) and the generation tag.
+    env = Sandbox(trim_blocks=True, lstrip_blocks=True, loader=None, autoescape=False,
+                  extensions=["jinja2.ext.loopcontrols", Generation])
     env.concat = joined  # type: ignore[method-assign]
     env.bounded_join = joined  # read by _compile
 
