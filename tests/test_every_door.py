@@ -113,7 +113,10 @@ def test_template_check_without_jinja2_is_not_checked_never_a_pass(monkeypatch):
     ("{{ 'x'.ljust(1000000000) }}", "size argument 1000000000"),
     ("{{ ''.__class__.__mro__ }}", "unsafe"),
     ("{% for a in x %}" * 25 + "{% endfor %}" * 25, "nests too deeply"),
-], ids=["loop", "repeat", "doubling", "method", "internals", "nesting"])
+    ("{{ '%*s' % (100000000, 'a') }}", "format width"),
+    ("{% macro f() %}{% for i in range(100000) %}{{ 'y' * 100000 }}{% endfor %}{% endmacro %}{{ f() }}",
+     "work bound"),
+], ids=["loop", "repeat", "doubling", "method", "internals", "nesting", "format-width", "work"])
 def test_a_hostile_template_is_stopped_within_its_bounds(template, why):
     with pytest.raises(ct.TemplateUnusable) as e:
         ct.render(template, [{"role": "user", "content": "x"}], special={})
