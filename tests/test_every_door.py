@@ -112,7 +112,11 @@ def test_template_check_without_jinja2_is_not_checked_never_a_pass(monkeypatch):
      "above 200000 characters"),
     ("{{ 'x'.ljust(1000000000) }}", "size argument 1000000000"),
     ("{{ ''.__class__.__mro__ }}", "unsafe"),
-], ids=["loop", "repeat", "doubling", "method", "internals"])
+    ("{% for a in x %}" * 25 + "{% endfor %}" * 25, "nests too deeply"),
+    ("{{ '%*s' % (100000000, 'a') }}", "format width"),
+    ("{% macro f() %}{% for i in range(100000) %}{{ 'y' * 100000 }}{% endfor %}{% endmacro %}{{ f() }}",
+     "work bound"),
+], ids=["loop", "repeat", "doubling", "method", "internals", "nesting", "format-width", "work"])
 def test_a_hostile_template_is_stopped_within_its_bounds(template, why):
     with pytest.raises(ct.TemplateUnusable) as e:
         ct.render(template, [{"role": "user", "content": "x"}], special={})
@@ -310,3 +314,57 @@ def test_a_json_array_saved_as_jsonl_is_a_warn(tmp_path):
     same.write_text(path.read_text())
     (report,) = preflight([same], Config()).reports
     assert report.verdict is Verdict.PASS and [f.id for f in report.findings] == ["TP-PRE-FILE-LAYOUT"]
+
+
+def test_rows_a_hostile_template_cannot_render_are_said_to_be_unjudged(chat, tmp_path):
+    folder = tmp_path / "tok"
+    shutil.copytree(TOK / "healthy_chatml", folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+    data, _ = preflight([chat], Config(), tokenizer_dir=folder).reports
+    assert data.verdict is Verdict.WARN
+    assert [(f.id, f.level.value) for f in data.findings] == [
+        ("TP-NOT-CHECKED", "NOT-CHECKED"),
+        ("TP-PRE-TURNS-NOT-ALTERNATING", "WARN"), ("TP-PRE-TURNS-NOT-ALTERNATING", "WARN")]
+    assert data.findings[0].message == (
+        "TP-PRE-CHAT-TEMPLATE-ERROR not checked on every row whose turns do not alternate: "
+        f"the chat template did not finish rendering within {ct.MAX_SECONDS:g} s")
+
+
+def test_a_bare_tokenizers_library_file_is_passed_over_not_failed(tmp_path):
+    shutil.copy(TOK / "healthy_chatml" / "tokenizer.json", tmp_path / "tokenizer.json")
+    outcome = doctor([tmp_path], Config())
+    assert [r.verdict for r in outcome.reports] == [Verdict.NOT_CHECKED]  # nothing else to judge there
+    assert [(Path(p.path).name, p.reason) for p in outcome.passed_over] == [
+        ("tokenizer.json", "tokenizer.json without tokenizer_config.json or special_tokens_map.json; "
+                           "not judged as a tokenizer folder")]
+
+
+# Template shapes of the common families (written here, reduced to what matters): each
+# ends the assistant's turn with its stop marker, and each is rendered as transformers
+# renders it (loop controls, the generation tag, raise_exception, a leading system turn).
+FAMILIES = {
+    "inst-eos": ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]"
+                 "{% else %}{{ m['content'] }}{{ eos_token }}{% endif %}{% endfor %}", "</s>", ["</s>"]),
+    "turn-tags": ("{% for m in messages %}{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
+                  "<start_of_turn>{{ role }}\n{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}",
+                  "<end_of_turn>", ["<end_of_turn>", "<eos>"]),
+    "header-eot": ("{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\\n\\n' + "
+                   "m['content'] | trim + '<|eot_id|>' }}{% endfor %}", "<|eot_id|>", ["<|eot_id|>", "<|end_of_text|>"]),
+    "generation-tag": ("{% for m in messages %}{% if m['role'] == 'assistant' %}<|assistant|>\n{% generation %}"
+                       "{{ m['content'] }}<|end|>{% endgeneration %}\n{% else %}<|{{ m['role'] }}|>\n{{ m['content'] }}"
+                       "<|end|>\n{% endif %}{% if loop.index > 50 %}{% break %}{% endif %}{% endfor %}",
+                       "<|end|>", ["<|end|>", "<|endoftext|>"]),
+    "needs-system": ("{% if messages[0]['role'] != 'system' %}{{ raise_exception('a system turn must come first') }}"
+                     "{% endif %}{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                     "{% endfor %}", "<|im_end|>", ["<|im_end|>"]),
+}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_common_template_shapes_end_the_assistant_turn(family):
+    template, marker, markers = FAMILIES[family]
+    end = ct.assistant_end(template, special={"bos_token": "<s>", "eos_token": "</s>"}, markers=markers)
+    assert end.marker == marker
+    assert end.system is (family == "needs-system")

@@ -106,8 +106,11 @@ def _environment() -> Any:
             if operator == "+" and isinstance(left, (str, list)) and isinstance(right, (str, list)) \
                     and len(left) + len(right) > _bounds.value_chars:
                 raise SecurityError(f"a value of {len(left) + len(right)} characters is above {_bounds.value_chars}")
-            if operator == "%" and isinstance(left, str) and re.search(r"%[-+ #0]*\d{7,}", left):
-                raise SecurityError("a format width above a million characters")
+            if operator == "%" and isinstance(left, str):
+                widths = right if isinstance(right, tuple) else (right,)
+                if re.search(r"%[-+ #0]*\d{7,}", left) or any(
+                        isinstance(w, int) and w > _bounds.value_chars for w in widths):
+                    raise SecurityError("a format width above the value bound")
             return _after(super().call_binop(context, operator, left, right))
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
@@ -140,7 +143,7 @@ def _environment() -> Any:
                 raise SecurityError(f"a value of {len(result)} items is above {_bounds.value_chars}")
             _bounds.work_left -= len(result)
             if _bounds.work_left < 0:
-                raise SecurityError(f"the template built more than {MAX_WORK_CHARS} characters in all")
+                raise SecurityError("the template built more characters in all than its work bound")
         return result
 
     def joined(parts: Any) -> str:
@@ -150,7 +153,21 @@ def _environment() -> Any:
             raise SecurityError(f"a value above {_bounds.value_chars} characters")
         return _after("".join(parts))
 
-    env = Sandbox(trim_blocks=True, lstrip_blocks=True, loader=None, autoescape=False)
+    from jinja2.ext import Extension
+
+    class Generation(Extension):
+        """`{% generation %}...{% endgeneration %}` (transformers marks the assistant's
+        trained tokens with it): rendered as its body."""
+
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            next(parser.stream)
+            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+    # As transformers renders templates: loop controls ({% break %}) and the generation tag.
+    env = Sandbox(trim_blocks=True, lstrip_blocks=True, loader=None, autoescape=False,
+                  extensions=["jinja2.ext.loopcontrols", Generation])
     env.concat = joined  # type: ignore[method-assign]
     env.bounded_join = joined  # read by _compile
 
@@ -166,8 +183,9 @@ def _environment() -> Any:
     def tojson(value: Any, indent: Any = None, **_: Any) -> str:
         import json
 
-        return json.dumps(value, ensure_ascii=False, indent=indent if isinstance(indent, int) else None,
-                          sort_keys=False, default=str)
+        # An indent is a few spaces; a large one would multiply the output by itself.
+        width = indent if isinstance(indent, int) and 0 <= indent <= 16 else None
+        return json.dumps(value, ensure_ascii=False, indent=width, sort_keys=False, default=str)
 
     def guarded(name: str, original: Any) -> Any:
         @functools.wraps(original)  # keeps jinja's pass_context/pass_eval_context marks
@@ -195,7 +213,8 @@ def _compile(template: str) -> Any:
         compiled = env.from_string(template)
     except TemplateError as e:
         raise TemplateUnusable(f"the chat template does not compile ({_one_line(e)})") from None
-    except RecursionError:
+    except (RecursionError, SyntaxError, MemoryError):
+        # Python's own compiler limits (e.g. "too many statically nested blocks")
         raise TemplateUnusable("the chat template nests too deeply to compile") from None
     # `~` compiles to a call of the module-level `str_join` of the template's code: bound it.
     compiled.root_render_func.__globals__["str_join"] = env.bounded_join

@@ -78,11 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     epoch = sub.add_parser("epoch", help="judge one training log")
     epoch.add_argument("log", type=Path, metavar="LOG")
     _common(epoch)
-    env = sub.add_parser("env", help="can this machine start the run? imports (in a child process), RAM, disk")
+    env = sub.add_parser("env", help="can this machine start the run? the script's foot-guns and imports "
+                                     "(in a child process), RAM, disk")
     target = env.add_mutually_exclusive_group()
     target.add_argument("--entrypoint", metavar="FILE", type=Path, help="the training script (never run)")
     target.add_argument("--module", metavar="M", help="the training module (`python -m M`; never run)")
-    env.add_argument("--cwd", metavar="DIR", type=Path, help="folder the run launches from (default: .)")
+    env.add_argument("--cwd", metavar="DIR", type=Path,
+                     help="folder the run launches from (default: .); --entrypoint is still read as typed")
     env.add_argument("--python", metavar="EXE", help="interpreter the run uses (default: this one)")
     env.add_argument("--timeout", metavar="S", type=float,
                      help="seconds per import before it counts as hung (default: TP-ENV-IMPORT-TIMEOUT's timeout_s)")

@@ -507,6 +507,13 @@ def judge_tokenizer_folders(folders: Iterable[Path], config: Config, passed_over
     reports = []
     for folder in chosen:
         parent = folder.parent
+        if not any((folder / n).is_file() for n in ("tokenizer_config.json", "special_tokens_map.json")):
+            # A bare tokenizer.json (the `tokenizers` library's file) declares no special
+            # tokens: judging it as a transformers tokenizer would be a false "no EOS".
+            passed_over.append(NotJudged(path=str(folder / "tokenizer.json"),
+                                         reason="tokenizer.json without tokenizer_config.json or "
+                                                "special_tokens_map.json; not judged as a tokenizer folder"))
+            continue
         if _CHECKPOINT_DIR.match(folder.name) and parent in chosen and _same_tokenizer_settings(folder, parent):
             passed_over.append(NotJudged(path=str(folder), reason=f"tokenizer files: the same settings as "
                                                                   f"{parent}'s, judged there"))

@@ -10,7 +10,9 @@ over the scans and keeps coverage honest. `judge_dataset` is also what `doctor` 
 language server call on a dataset (the server with the editor buffer as `data`), so it
 stays lean: one scan, the rules, no imports of heavy packages. Token lengths are the one
 optional part: counted only with a tokenizer folder and `--max-len`, with transformers
-imported at that moment (tokens.py).
+imported at that moment (tokens.py). Without them, a tokenizer folder's chat template is
+still run on the rows whose turns do not alternate, in the jinja2 sandbox
+(chat_template.py, TemplateRows): a row it refuses is a TP-PRE-CHAT-TEMPLATE-ERROR.
 """
 
 from __future__ import annotations
@@ -141,6 +143,9 @@ def _token_rules(scan: DatasetScan, config: Config, lengths: TokenLengths | NotC
         found, ran = run_rules((TEMPLATE_ERROR,), rendered, None, config)
         findings.extend(found)
         checks.extend(ran)
+        if rendered.note:  # some rows could not be rendered: they were not judged
+            findings.append(not_checked_finding(scan.path, f"{TEMPLATE_ERROR.id} not checked on every row "
+                                                           f"whose turns do not alternate: {rendered.note}"))
     elif isinstance(rendered, str):
         checks.append(Check(group=TEMPLATE_ERROR.id, ran=False, reason=rendered))
     if lengths.asked and any(c.reason == lengths.reason for c in checks):

@@ -140,6 +140,8 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
             continue
         counted = [f for f in r.findings if f.level in (Level.FAIL, Level.WARN)]
         sources = f" ({len(r.artefact.sources)} sources)" if len(r.artefact.sources) > 1 else ""
+        if r.artefact.kind == "tokenizer":  # a folder: say what in it was judged
+            sources = f" (tokenizer, {len(r.artefact.sources)} files)"
         baseline = r.baseline
         sources += f" vs baseline {baseline.path}" if baseline is not None else ""
         out.append(

@@ -2,6 +2,8 @@
 
     load_tokenizer(folder)                                        -> tokenizer
     count_tokens(path, tokenizer, lines=..., layout=..., data=...) -> TokenLengths
+    render_rows(path, template, special, lines, layout=...)        -> TemplateRendered (no transformers:
+                                                                      the chat template in the jinja2 sandbox)
 
 The optional part of preflight (`preflight DATA --tokenizer DIR --max-len N`, extra
 `trainproof-lsp[tokens]`). `transformers` is imported here, lazily, only when token counts

@@ -141,7 +141,9 @@ answer, so the fine-tuned model never learns to stop and generates until
 max_new_tokens.
 What it does not mean: anything for plain-text datasets (with only those given, the
 check is skipped), or when your trainer appends the EOS itself after rendering (some
-collators do; then the template is still wrong for inference).
+collators do, and a tokenizer with `add_eos_token: true` does when the rendered text is
+encoded with special tokens — `apply_chat_template(tokenize=True)` does not; the message
+says so when the flag is set). The template is still wrong for inference then.
 """
 
 _END_MARK = re.compile(r"end|eot|eos|</s>|\|im_end\|", re.IGNORECASE)
@@ -190,9 +192,12 @@ def check_template_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Itera
     if end.marker is not None:
         return
     shown = end.tail if len(end.tail) <= 40 else end.tail[:39] + "…"
+    adds_eos = tok.add_eos is not None and tok.add_eos.value is True
     yield Hit(message=f"the chat template ends the assistant's turn with {shown!r}, without the eos_token {eos!r} "
                       f"or an end-of-turn token ({len(markers)} candidate marker(s) looked for): "
-                      "the model is never trained to stop",
+                      "the model is never trained to stop"
+                      + (" (add_eos_token is true: only text encoded with special tokens gets an EOS, "
+                         "and apply_chat_template(tokenize=True) encodes without them)" if adds_eos else ""),
               evidence={"tail": shown, "markers": len(markers), "rendered": True, "template_chars": len(text)},
               location=_at(tpl))
 
