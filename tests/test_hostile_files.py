@@ -175,3 +175,52 @@ def test_caps_are_settings(tmp_path, cwd):
     config.write_text("[tool.trainproof.caps]\nmax_log_entries = 0\n")
     code, data, _ = run_limited("doctor", path, "--config", config, cwd=cwd)
     assert code == 2 and "caps.max_log_entries must be a whole number >= 1" in data["error"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_long_rows_are_streamed_past_line_by_line(monkeypatch, seed):
+    """The streaming split against a plain split, with tiny reads and a tiny cap: every
+    line keeps its number, lines over the cap become one marker each, none is lost."""
+    import io
+    import random
+
+    from trainproof_lsp.readers import dataset as ds
+
+    rng = random.Random(seed)
+    read_size = rng.choice([3, 7, 16])
+    monkeypatch.setattr(ds, "CHUNK_BYTES", read_size)
+    cap = rng.choice([read_size, read_size + 3, 40])  # caps are MiB, chunks 128 KiB: a cap is never below a chunk
+    lines = [b"x" * rng.choice([0, 1, 4, 5, 6, 9, 11, 39, 41, 90]) for _ in range(rng.randint(1, 30))]
+    data = b"\n".join(lines) + (b"\n" if rng.random() < 0.5 else b"")
+    expected = data.split(b"\n")
+    if data.endswith(b"\n"):
+        expected.pop()
+    for source in ("file", "memory"):
+        got: list[bytes | tuple[str, int]] = []
+        chunks = (ds._chunks(io.BytesIO(data), b"", cap) if source == "file"
+                  else ds._memory_chunks(data, 0, cap))
+        for chunk in chunks:
+            if isinstance(chunk, ds._OverCap):
+                got.append(("over", chunk.size))
+                continue
+            parts = chunk.split(b"\n")
+            if chunk.endswith(b"\n"):
+                parts.pop()
+            got.extend(parts)
+        # a line is over the cap when it (without its newline) is longer than the cap; its
+        # marker's size counts its newline, when it has one
+        want = [("over", len(line) + (1 if i < len(expected) - 1 or data.endswith(b"\n") else 0))
+                if len(line) > cap else line for i, line in enumerate(expected)]
+        assert got == want, (source, read_size, cap, lines)
+        if source == "file":  # the head read before streaming holds whole lines and a partial one
+            cut = rng.randint(0, min(len(data), read_size))  # the head is one read (CHUNK_BYTES)
+            got2: list = []
+            for piece in ds._chunks(io.BytesIO(data[cut:]), data[:cut], cap):
+                if isinstance(piece, ds._OverCap):
+                    got2.append(("over", piece.size))
+                    continue
+                parts = piece.split(b"\n")
+                if piece.endswith(b"\n"):
+                    parts.pop()
+                got2.extend(parts)
+            assert got2 == want, ("head", cut, read_size, cap, lines)
