@@ -490,8 +490,10 @@ def test_doctor_with_an_unreadable_baseline_exits_2_and_says_so(tmp_path):
     code, out, _ = cli("doctor", HEALTHY, "--baseline", tmp_path / "nope", "--json")
     doc = json.loads(out)
     assert code == 2
-    assert [r["verdict"] for r in doc["reports"]] == ["PASS", "NOT-CHECKED"]
-    assert doc["reports"][1]["findings"][0]["id"] == "TP-CMP-ERROR"
+    # checkpoint-100/training_args.bin (walked: a clean pickle), the run, its comparison
+    assert [r["verdict"] for r in doc["reports"]] == ["PASS", "PASS", "NOT-CHECKED"]
+    assert doc["reports"][0]["artefact"]["path"].endswith("training_args.bin")
+    assert doc["reports"][2]["findings"][0]["id"] == "TP-CMP-ERROR"
 
 
 # --- the baseline from [tool.trainproof] --------------------------------------------------------

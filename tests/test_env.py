@@ -205,3 +205,64 @@ def test_probe_dies_with_a_killed_env_command(tmp_path):
     else:
         os.kill(probe, signal.SIGKILL)
         pytest.fail("the import probe outlived the killed env command")
+
+
+# --- the entrypoint's top level never runs without --run-entrypoint ----------------------------
+
+SELF_IMPORTING = """import helper
+import train
+open(MARKER, "w").write("train.py top level ran")
+open(VICTIM, "w").write("overwritten")
+"""
+
+
+def _self_importing_project(root: Path) -> tuple[Path, Path, Path]:
+    project, marks = root / "project", root / "marks"
+    project.mkdir()
+    marks.mkdir()
+    victim = root / "victim.txt"
+    victim.write_text("precious\n")
+    source = SELF_IMPORTING.replace("MARKER", repr(str(marks / "TOP_LEVEL_RAN"))).replace("VICTIM", repr(str(victim)))
+    (project / "train.py").write_text(source)
+    (project / "helper.py").write_text("import train\nvalue = train.__name__\n")
+    return project, marks, victim
+
+
+def test_entrypoint_importing_itself_or_imported_by_a_local_module_never_runs(tmp_path):
+    from limited_child import findings as all_findings, run_limited
+
+    project, marks, victim = _self_importing_project(tmp_path)
+    code, data, _ = run_limited("env", "--entrypoint", "train.py", "--cwd", project, "--timeout", "20",
+                                cwd=project)
+    assert list(marks.iterdir()) == [] and victim.read_text() == "precious\n"
+    assert code == 2 and data["reports"][0]["verdict"] == "NOT-CHECKED"
+    refused = {(f["message"].split(":")[0], f["location"]["range"]["start"]["line"])
+               for f in all_findings(data, "TP-NOT-CHECKED")}
+    # `import helper` (line 0) reaches train.py through helper.py; `import train` (line 1) is itself
+    assert refused == {("helper", 0), ("train", 1)}
+    assert all("whose top-level code is run only with --run-entrypoint" in f["message"]
+               for f in all_findings(data, "TP-NOT-CHECKED"))
+    assert not all_findings(data, "TP-ENV-IMPORT-FAIL")
+
+
+def test_module_mode_never_runs_the_module_through_a_sibling_import(tmp_path):
+    from limited_child import run_limited
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "util.py").write_text("from pkg import train\n")
+    (pkg / "train.py").write_text(f"from . import util\nopen({str(tmp_path / 'RAN')!r}, 'w')\n")
+    code, data, _ = run_limited("env", "--module", "pkg.train", "--cwd", tmp_path, "--timeout", "20",
+                                cwd=tmp_path)
+    assert code == 2 and not (tmp_path / "RAN").exists()
+
+
+def test_with_run_entrypoint_the_top_level_does_run(tmp_path):
+    # The control: the same project, asked to run it, runs it (so the test above can fail).
+    from limited_child import run_limited
+
+    project, marks, victim = _self_importing_project(tmp_path)
+    run_limited("env", "--entrypoint", "train.py", "--cwd", project, "--run-entrypoint", "--timeout", "20",
+                cwd=project)
+    assert (marks / "TOP_LEVEL_RAN").exists() and victim.read_text() == "overwritten"

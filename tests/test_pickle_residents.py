@@ -245,3 +245,17 @@ def test_a_pickle_naming_millions_of_globals_is_bounded():
     assert len(walked.globals) == 10_000 and walked.unlisted == 290_000
     capped = pw.walk(data, max_ops=1000)
     assert capped.capped.startswith("stopped after 1000 opcodes") and not capped.error
+
+
+def test_payload_behind_millions_of_small_opcodes_is_reported_as_not_walked(hostile):
+    # 3M (BININT1, POP) pairs before the payload: past the opcode cap, the report says how
+    # far the walk got (NOT-CHECKED, exit 2) rather than passing the file.
+    path = hostile["root"] / "model.pkl"
+    path.write_bytes(b"\x80\x02" + b"K\x010" * 3_000_000 + bare_pickle(shell_payload("touch never"))[2:])
+    code, data, _ = run_limited("doctor", path, cwd=hostile["cwd"])
+    assert code == 2
+    (note,) = findings(data, "TP-NOT-CHECKED")
+    # opcode 1,000,001 is the K of pair 499,999, at byte 2 + 3 * 499,999 + 2
+    assert "the walk stopped after 1000000 opcodes (cap max_pickle_ops) at byte 1500001" in note["message"]
+    assert data["reports"][0]["verdict"] == "NOT-CHECKED"
+    assert_untouched(hostile)

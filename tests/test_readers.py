@@ -281,16 +281,15 @@ def test_shuffled_labels_run_is_dead():
 def test_doctor_judges_a_run_folder_once_with_its_checkpoint_copies_as_sources():
     root = HF_RUNS / "healthy"
     outcome = doctor([root], Config())
-    assert len(outcome.reports) == 1
-    (report,) = outcome.reports
+    args, report = outcome.reports  # training_args.bin is walked as a pickle, then the run
+    assert args.artefact.path == str(root / "checkpoint-100" / "training_args.bin")
+    assert args.verdict is Verdict.PASS and args.findings == ()
     assert report.verdict is Verdict.PASS
     assert report.artefact.path == str(root / "trainer_state.json")
     assert report.artefact.sources == (str(root / "trainer_state.json"),
                                        str(root / "checkpoint-100" / "trainer_state.json"),
                                        str(root / "checkpoint-200" / "trainer_state.json"))
-    passed = {n.path: n.reason for n in outcome.passed_over}
-    assert str(root / "checkpoint-100" / "training_args.bin") in passed
-    assert "never unpickled" in passed[str(root / "checkpoint-100" / "training_args.bin")]
+    assert str(root / "checkpoint-100" / "training_args.bin") not in {n.path for n in outcome.passed_over}
     assert outcome.not_judged == ()
 
 
@@ -309,12 +308,13 @@ def test_doctor_never_unpickles_training_args(monkeypatch):
     monkeypatch.setattr(pickle, "loads", refuse)
     monkeypatch.setattr(pickle, "Unpickler", refuse)
     outcome = doctor([HF_RUNS / "healthy"], Config())
-    assert len(outcome.reports) == 1
+    assert len(outcome.reports) == 2
+    assert outcome.reports[0].artefact.path.endswith("training_args.bin")
 
 
-def test_doctor_never_opens_training_args(monkeypatch):
-    """training_args.bin is a resident: listed as passed over by its name, never opened
-    (not even to read its first bytes)."""
+def test_doctor_opens_training_args_only_to_walk_it(monkeypatch):
+    """training_args.bin is a pickle: it is walked (opened for reading, its opcodes
+    decoded), never unpickled — every pickle of a run folder is walked or named."""
     opened: list[str] = []
     real_io_open, real_os_open = io.open, os.open
 
@@ -331,9 +331,12 @@ def test_doctor_never_opens_training_args(monkeypatch):
     monkeypatch.setattr(io, "open", watch_io_open)
     monkeypatch.setattr(builtins, "open", watch_io_open)
     monkeypatch.setattr(os, "open", watch_os_open)
+    monkeypatch.setattr(pickle, "load", None)
+    monkeypatch.setattr(pickle, "loads", None)
     outcome = doctor([HF_RUNS / "healthy"], Config())
-    assert any(n.path.endswith("training_args.bin") for n in outcome.passed_over)
-    assert opened == []
+    assert not any(n.path.endswith("training_args.bin") for n in outcome.passed_over)
+    assert opened and all(p.endswith("checkpoint-100/training_args.bin") for p in opened)
+    assert outcome.reports[0].verdict is Verdict.PASS
 
 
 # --- metric readers ------------------------------------------------------------------------

@@ -182,7 +182,8 @@ def test_hf_output_dir_with_runs_folder_is_one_run(tmp_path):
             w.add_scalar("eval/loss", entry["eval_loss"], entry["step"], walltime=1000.0 + entry["step"])
     w.close()
     event = next((out / "runs").rglob("events.out.tfevents.*"))
-    report = only_report(doctor(out))
+    args, report = doctor(out)["reports"]  # training_args.bin (walked, a clean pickle), then the run
+    assert (Path(args["artefact"]["path"]).name, args["verdict"]) == ("training_args.bin", "PASS")
     assert report["verdict"] == "PASS"
     assert report["artefact"]["format"] == "hf-trainer-state"  # the text log has the lines
     assert str(event) in report["artefact"]["sources"]

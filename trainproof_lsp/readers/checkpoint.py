@@ -228,7 +228,7 @@ def _walk(data: Any, caps: Caps, start: int = 0, *, stop: int | None = None, bas
 def _capped_note(walked: pw.Walked, where: str) -> tuple[str, ...]:
     if not walked.capped:
         return ()
-    return (f"{where}: the pickle walk {walked.capped}; globals after that were not checked "
+    return (f"{where}: the walk {walked.capped}; globals after that were not checked "
             "(raise the cap in [tool.trainproof.caps] to walk it all)",)
 
 

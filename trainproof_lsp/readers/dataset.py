@@ -1067,9 +1067,16 @@ def _chunks(fh: Any, first: bytes, max_row: int = 0) -> Iterator[bytes]:
     longer than `max_row` bytes is not kept: it is streamed past and yielded as one
     _OverCap (parts of a long line are collected in a list, never re-concatenated)."""
     max_row = max_row or DEFAULT_MAX_ROW
-    parts = [first] if first else []
+    cut = first.rfind(b"\n")
+    if cut >= 0:  # the whole lines of the head go out as they are
+        yield first[:cut + 1]
+        first = first[cut + 1:]
+    parts = [first] if first else []  # the pending (unfinished) line
     held = len(first)
-    skipping = 0  # bytes of an over-cap line streamed past so far (0: not skipping)
+    if held > max_row:
+        parts, held, skipping = [], 0, held
+    else:
+        skipping = 0  # bytes of an over-cap line streamed past so far (0: not skipping)
     while True:
         block = fh.read(CHUNK_BYTES)
         if not block:
@@ -1085,18 +1092,25 @@ def _chunks(fh: Any, first: bytes, max_row: int = 0) -> Iterator[bytes]:
                 continue
             yield _over_cap(skipping + nl + 1)
             skipping, block = 0, block[nl + 1:]
+            if not block:
+                continue
         cut = block.rfind(b"\n")
         if cut < 0:
             parts.append(block)
             held += len(block)
-            if held > max_row:
-                # Only whole lines before the long one are kept: they go out first.
-                joined = b"".join(parts)
-                start = joined.rfind(b"\n") + 1
-                if start:
-                    yield joined[:start]
-                skipping, parts, held = len(joined) - start, [], 0
+            if held > max_row:  # the pending line is already longer than the cap
+                skipping, parts, held = held, [], 0
             continue
+        nl = block.find(b"\n")
+        if parts and held + nl > max_row:
+            # The pending line ends in this block, over the cap. (Lines that start and end
+            # inside one block are shorter than CHUNK_BYTES, itself below any cap.)
+            yield _over_cap(held + nl + 1)
+            parts, held = [], 0
+            block, cut = block[nl + 1:], cut - nl - 1
+            if cut < 0:
+                parts, held = ([block], len(block)) if block else ([], 0)
+                continue
         yield b"".join(parts + [block[: cut + 1]]) if parts else block[: cut + 1]
         parts = [block[cut + 1:]] if cut + 1 < len(block) else []
         held = len(block) - cut - 1
@@ -1114,7 +1128,12 @@ def _memory_chunks(data: bytes, start: int, max_row: int = 0) -> Iterator[bytes]
             pos = end
             continue
         end = data.rfind(b"\n", pos, pos + CHUNK_BYTES)
-        end = n if end < 0 or pos + CHUNK_BYTES >= n else end + 1
+        if pos + CHUNK_BYTES >= n:
+            end = n
+        elif end < 0:  # a line longer than a chunk but within the cap: that line alone
+            end = n if nl < 0 else nl + 1
+        else:
+            end += 1
         yield data[pos:end]
         pos = end
 

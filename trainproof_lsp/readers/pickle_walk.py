@@ -11,8 +11,15 @@ become `TensorRef`s naming their storage, offset, shape and stride.
 
 Every global is checked against an allow-list of what torch, HF Trainer and Lightning
 checkpoints legitimately reference (tensor rebuild functions, storage classes, dtypes,
-OrderedDict, the numpy helpers in `rng_state*.pth`). Everything else is reported with
-the byte offset of the opcode that names it.
+OrderedDict, the numpy helpers in `rng_state*.pth`, TrainingArguments' enums); classes in
+NEW_ONLY_GLOBALS (TrainingArguments and friends) only when created without a call.
+Everything else is reported with the byte offset of the opcode that names it.
+
+A walk is bounded for hostile input: bytes (`max_bytes`, read through a window that never
+allocates an opcode's claimed length past it), opcodes (`max_ops`) and distinct globals
+kept (`_MAX_DISTINCT_GLOBALS`); where it stops, `Walked.capped` says so. joblib's raw array
+bytes, written straight into the stream after a NumpyArrayWrapper's BUILD, are skipped by
+the shape and dtype the wrapper records.
 
 The shape of a torch.save `data.pkl` (protocol 2):
 
