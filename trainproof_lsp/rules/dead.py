@@ -137,4 +137,4 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-DEAD-RUN", name="no-improvement", level=Level.FAIL, doc=DOC,
-            limits=Limits, check=check, origin="trainproof")
+            limits=Limits, check=check, needs=(LOSS,), origin="trainproof")

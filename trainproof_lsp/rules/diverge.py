@@ -101,4 +101,4 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-DIVERGE", name="divergence", level=Level.FAIL, doc=DOC, limits=Limits,
-            check=check, origin="trainproof")
+            check=check, needs=(LOSS,), origin="trainproof")
