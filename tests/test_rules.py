@@ -61,6 +61,7 @@ COVERED = {
     "TP-LOSS-SPIKE-UNRECOVERED", "TP-GRAD-SPIKE", "TP-LOSS-ABOVE-UNIFORM", "TP-ZERO-LR",
     "TP-ZERO-LR-PARTIAL", "TP-OVERFIT", "TP-STEP-ORDER", "TP-STEP-CLIFF", "TP-LOADER-BOUND",
     "TP-THROUGHPUT",
+    "TP-AT-CHANCE",  # its firing and quiet cases: tests/test_verdicts_real_shapes.py
 }
 
 
@@ -303,7 +304,8 @@ def test_divergence_points_at_the_end_with_the_best_step_related(tmp_path):
     (rel,) = f.related
     assert start_line(rel) == line_of(path, step_row(rows, 210))
     assert "step 210" in rel.message
-    assert f.limits == {"min_points": 10, "max_ratio": 1.5, "min_regain": 0.1, "eval_tolerance": 0.05}
+    assert f.limits == {"min_points": 10, "max_ratio": 1.5, "min_regain": 0.1, "min_stay": 10,
+                        "min_stay_fraction": 0.25, "eval_tolerance": 0.05}
 
 
 def test_divergence_limit_override_changes_the_outcome(tmp_path):

@@ -7,7 +7,7 @@ entries; tests/test_registry.py fails when they drift.
 from __future__ import annotations
 
 from ..model import Level
-from . import compare, dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
+from . import chance, compare, dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
 from . import checkpoint, env, script
 from . import dataset, tokenizer, tokens
 from .base import Context, Rule, Skip
@@ -57,6 +57,7 @@ REGISTRY: tuple[Rule, ...] = (
     spikes.LOSS_SPIKE_UNRECOVERED_RULE,
     spikes.GRAD_SPIKE_RULE,
     uniform.RULE,
+    chance.RULE,  # TP-AT-CHANCE: loss stays at ln(C)
     lr.ZERO_LR_RULE,
     lr.ZERO_LR_PARTIAL_RULE,
     overfit.RULE,

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..model import EVAL_LOSS, LOSS, LR, Hit, Level, Run
 from ._stats import mann_kendall_z, median, window_for
-from ._views import SERIES_WORDS, trend_series
+from ._views import SERIES_WORDS, recent_points, trend_series
 from .base import Context, Rule, Skip, fmt
 
 DOC = """The loss shows no downward trend from start to end: the run is not learning.
@@ -33,6 +33,8 @@ at its floor need not improve, so a flat loss is not flagged — but a resumed r
 loss rises with a significant upward trend (z of at least `resumed_rise_z`, and more than
 `negligible_drop` higher at the end), or whose learning rate never exceeds `max_dead_lr`,
 is still flagged.
+The finding must hold without the last `recent` points too (`recent_fraction` of a shorter
+log): a jump at the very end is reported by TP-LOSS-SPIKE as "recovery unknown".
 What it does not mean: slow learning — any real fall of `min_drop` passes.
 """
 
@@ -57,6 +59,19 @@ class Limits:
     # A resumed run that gets worse: a rising trend at 95% significance (z >= 2). A run
     # resumed at its floor wanders with |z| < 2.
     resumed_rise_z: float = 2.0
+    # The verdict must not hinge on the last 10 points (a quarter of a shorter log): a
+    # jump there may still come back (the spike rules' recovery window).
+    recent: int = 10
+    recent_fraction: float = 0.25
+
+
+def _no_fall(values: tuple[float, ...] | list[float], limits: Limits) -> bool:
+    """Start level to end level fell less than min_drop, with no downward trend or by
+    less than negligible_drop."""
+    w = window_for(len(values), divisor=5, lo=3, hi=20)
+    start, end = median(values[:w]), median(values[-w:])
+    drop = (start - end) / abs(start) if start else 0.0
+    return drop < limits.min_drop and (mann_kendall_z(values) > limits.max_trend_z or drop < limits.negligible_drop)
 
 
 def _resumed(steps: tuple[int, ...], logging_steps: int | None) -> bool:
@@ -111,7 +126,12 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
                 f"the log starts at step {loss.steps[0]}: a resumed run at its floor need not improve "
                 f"(its {what} does not rise and its learning rate is not too small to learn)"
             )
-    elif drop < limits.min_drop and (z > limits.max_trend_z or drop < limits.negligible_drop):
+    elif _no_fall(values, limits) and (
+            len(values) - recent_points(len(values), limits.recent, limits.recent_fraction) < limits.min_points
+            or _no_fall(values[: len(values) - recent_points(len(values), limits.recent, limits.recent_fraction)],
+                        limits)):
+        # ...and still so without the last few points: a jump there is the spike rules' to
+        # report (recovery unknown), not proof that the run never learned.
         yield Hit(
             message=(
                 f"{what} level went from {fmt(start)} to {fmt(end)} over {span} "
