@@ -278,10 +278,23 @@ def test_few_train_points_but_many_evals_are_judged_on_the_evals(tmp_path):
     f = only(report, "TP-DEAD-RUN")
     assert f.evidence["series"] == "eval_loss"
     assert f.evidence["first_eval"] == 2.55 and f.evidence["best_later_eval"] == min(evals[1:])
-    assert f.evidence["evals"] == 20
+    assert f.evidence["evals"] == 20 and f.evidence["median_later_eval"] == statistics.median(evals[1:])
     assert start_line(f) == row_line(path, {"step": 2640, "eval_loss": evals[-1]})
     assert "eval loss never improved on its first value 2.55 (step 132)" in f.message
     none_of(report, "TP-NOT-CHECKED")
+
+
+def test_few_train_points_and_evals_that_plateau_from_the_first_are_not_dead(tmp_path):
+    evals = [0.5] + [round(0.5 * (1 + 0.01 * ((i * 3) % 5 - 2)), 4) for i in range(19)]
+    rows: list[dict[str, Any]] = []
+    for i, v in enumerate(evals):
+        rows.append({"step": 100 * (i + 1), "eval_loss": v})
+        if i % 4 == 0:
+            rows.append({"step": 100 * (i + 1), "loss": round(0.6 - 0.01 * i, 3)})
+    _, report = judge_rows(tmp_path, rows)
+    assert ran(report, "TP-DEAD-RUN")
+    none_of(report, "TP-DEAD-RUN")
+    assert report.verdict is Verdict.PASS, bad(report)
 
 
 # --- 6. resumed runs -------------------------------------------------------------------------

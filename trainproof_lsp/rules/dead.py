@@ -27,7 +27,7 @@ so batch noise cannot fire it; when the log carries the train loss per step and 
 it judges the per-epoch series.
 Short logs: it needs `min_points` points; with fewer train points it judges the eval loss
 when that has enough (then it fires when no later eval improves on the first by
-`min_drop`); with neither, it is NOT-CHECKED and the report says how many points there were.
+`min_drop` and the later evals are `eval_worse` worse in median); with neither, it is NOT-CHECKED and the report says how many points there were.
 Resumed runs: when the log starts late (first step beyond a few logging intervals) a run
 at its floor need not improve, so a flat loss is not flagged — but a resumed run whose
 loss rises with a significant upward trend (z of at least `resumed_rise_z`, and more than
@@ -59,6 +59,10 @@ class Limits:
     # A resumed run that gets worse: a rising trend at 95% significance (z >= 2). A run
     # resumed at its floor wanders with |z| < 2.
     resumed_rise_z: float = 2.0
+    # Judged on evals (train loss too short): the later evals' median must be 10% worse than
+    # the first eval — a plateau from the first eval may be a run that started near its
+    # floor, while eval-to-eval noise on a fixed set is a few percent.
+    eval_worse: float = 0.1
     # The verdict must not hinge on the last 10 points (a quarter of a shorter log): a
     # jump there may still come back (the spike rules' recovery window).
     recent: int = 10
@@ -98,15 +102,18 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     if loss.name == EVAL_LOSS:
         # Judged on evals because the train loss is too short: a held-out loss that never
         # improves on its first value has learned nothing that generalises.
-        first, best_later = values[0], min(values[1:])
-        if best_later > first * (1 - limits.min_drop):
+        first, best_later, later = values[0], min(values[1:]), median(values[1:])
+        if best_later > first * (1 - limits.min_drop) and later >= first * (1 + limits.eval_worse):
             yield Hit(
                 message=(
                     f"eval loss never improved on its first value {fmt(first)} (step {loss.steps[0]}): the best "
                     f"of the next {len(values) - 1} evals is {fmt(best_later)} ({best_later / first - 1:+.1%}; "
-                    f"limit: a fall of at least {limits.min_drop:.0%}); the train loss is too short to judge"
+                    f"limit: a fall of at least {limits.min_drop:.0%}) and their median {fmt(later)} is "
+                    f"{later / first - 1:+.1%} worse (limit {limits.eval_worse:.0%}); the train loss is too short "
+                    "to judge"
                 ),
-                evidence={**evidence, "first_eval": first, "best_later_eval": best_later, "evals": len(values)},
+                evidence={**evidence, "first_eval": first, "best_later_eval": best_later,
+                          "median_later_eval": later, "evals": len(values)},
                 location=location,
             )
             return
