@@ -358,3 +358,33 @@ def test_repeated_mid_run_grad_spikes_still_fire(tmp_path):
     f = only(report, "TP-GRAD-SPIKE")
     assert f.evidence["spikes"] == 2 and f.evidence["step"] == 121
     assert start_line(f) == row_line(path, rows[120])
+
+
+# --- overfitting that lasts without reaching 20% -------------------------------------------
+
+def test_three_evals_in_a_row_ten_percent_above_the_best_while_train_falls_is_overfit(tmp_path):
+    evals = [1.45, 1.38, 1.326, 1.37, 1.36, 1.43, 1.44, 1.48, 1.51, 1.49]  # last 1.12x the best
+    rows: list[dict[str, Any]] = []
+    for i, v in enumerate(evals):
+        for j in range(5):
+            rows.append({"step": 50 * i + 10 * j + 10, "loss": round(1.5 - 0.007 * (5 * i + j), 4)})
+        rows.append({"step": 50 * i + 50, "eval_loss": v})
+    path, report = judge_rows(tmp_path, rows)
+    f = only(report, "TP-OVERFIT")
+    assert f.level is Level.WARN and report.verdict is Verdict.WARN
+    assert f.evidence["best_eval"] == 1.326 and f.evidence["best_step"] == 150
+    assert f.evidence["last_eval"] == 1.49 and f.evidence["ratio"] == 1.49 / 1.326
+    assert start_line(f) == row_line(path, {"step": 500, "eval_loss": 1.49})
+
+
+def test_a_noisy_eval_two_points_above_its_best_is_not_overfit(tmp_path):
+    evals = [0.27, 0.26, 0.239, 0.2415, 0.2389, 0.253, 0.2273, 0.2433, 0.2225, 0.2194, 0.2088, 0.2155,
+             0.2494, 0.2393]
+    rows: list[dict[str, Any]] = []
+    for i, v in enumerate(evals):
+        for j in range(5):
+            rows.append({"step": 50 * i + 10 * j + 10, "loss": round(0.3 - 0.003 * (5 * i + j), 4)})
+        rows.append({"step": 50 * i + 50, "eval_loss": v})
+    _, report = judge_rows(tmp_path, rows)
+    assert ran(report, "TP-OVERFIT")
+    none_of(report, "TP-OVERFIT")
