@@ -69,13 +69,20 @@ class Limits:
     recent_fraction: float = 0.25
 
 
-def _no_fall(values: tuple[float, ...] | list[float], limits: Limits) -> bool:
+def _no_fall(values: tuple[float, ...], limits: Limits) -> bool:
     """Start level to end level fell less than min_drop, with no downward trend or by
     less than negligible_drop."""
     w = window_for(len(values), divisor=5, lo=3, hi=20)
     start, end = median(values[:w]), median(values[-w:])
     drop = (start - end) / abs(start) if start else 0.0
     return drop < limits.min_drop and (mann_kendall_z(values) > limits.max_trend_z or drop < limits.negligible_drop)
+
+
+def _no_fall_before_the_end(values: tuple[float, ...], limits: Limits) -> bool:
+    """The same without the last few points (when enough remain): a jump there is the spike
+    rules' to report (recovery unknown), not proof that the run never learned."""
+    head = len(values) - recent_points(len(values), limits.recent, limits.recent_fraction)
+    return head < limits.min_points or _no_fall(values[:head], limits)
 
 
 def _resumed(steps: tuple[int, ...], logging_steps: int | None) -> bool:
@@ -133,12 +140,7 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
                 f"the log starts at step {loss.steps[0]}: a resumed run at its floor need not improve "
                 f"(its {what} does not rise and its learning rate is not too small to learn)"
             )
-    elif _no_fall(values, limits) and (
-            len(values) - recent_points(len(values), limits.recent, limits.recent_fraction) < limits.min_points
-            or _no_fall(values[: len(values) - recent_points(len(values), limits.recent, limits.recent_fraction)],
-                        limits)):
-        # ...and still so without the last few points: a jump there is the spike rules' to
-        # report (recovery unknown), not proof that the run never learned.
+    elif _no_fall(values, limits) and _no_fall_before_the_end(values, limits):
         yield Hit(
             message=(
                 f"{what} level went from {fmt(start)} to {fmt(end)} over {span} "
