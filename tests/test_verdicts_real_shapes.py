@@ -317,10 +317,15 @@ def test_a_resumed_run_that_gets_worse_is_flagged(tmp_path):
     rng = random.Random(8)
     rows = [{"step": 140000 + 50 * i, "loss": round((3.67 + 0.0001 * i) * (1 + rng.uniform(-0.01, 0.01)), 4),
              "lr": 3e-4} for i in range(600)]
-    _, report = judge_rows(tmp_path, rows)
+    path, report = judge_rows(tmp_path, rows)
     f = only(report, "TP-DEAD-RUN")
-    assert f.evidence["trend_z"] >= 2.0 and f.evidence["drop"] < -0.005
+    losses = [r["loss"] for r in rows]
+    start, end = statistics.median(losses[:20]), statistics.median(losses[-20:])  # windows of 20
+    assert f.evidence["start_level"] == start and f.evidence["end_level"] == end
+    assert f.evidence["drop"] == (start - end) / start < -0.005
+    assert f.evidence["trend_z"] >= 2.0
     assert f.message.startswith("resumed at step 140000, the loss got worse")
+    assert start_line(f) == row_line(path, rows[-1])
 
 
 def test_a_resumed_run_resting_at_its_floor_is_not_dead(tmp_path):
