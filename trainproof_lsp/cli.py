@@ -46,6 +46,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--column", metavar="SERIES=NAME", action="append", default=None,
                    help="read the log's column (key, tag) NAME as SERIES (loss, eval_loss, lr, grad_norm, "
                         "step, ...) when its name is not one the readers know; repeatable")
+    p.add_argument("--num-classes", metavar="C", type=int,
+                   help="number of labels of a classifier (the same bound as --vocab-size) for "
+                        "TP-AT-CHANCE and TP-LOSS-ABOVE-UNIFORM")
     p.add_argument("-v", "--verbose", action="store_true", help="list checks that ran and files passed over")
 
 
@@ -122,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="settings file (TOML with [tool.trainproof]); default: nearest pyproject.toml")
     watch.add_argument("--vocab-size", metavar="N", type=int,
                        help="number of output classes (LM vocabulary or labels) for TP-LOSS-ABOVE-UNIFORM")
+    watch.add_argument("--num-classes", metavar="C", type=int,
+                       help="number of labels of a classifier (the same bound as --vocab-size)")
     serve = sub.add_parser("serve", help="run the language server on stdio (needs the `lsp` extra)")
     # vscode-languageclient appends --stdio for TransportKind.stdio; stdio is the only transport.
     serve.add_argument("--stdio", action="store_true", help=argparse.SUPPRESS)
@@ -132,7 +137,16 @@ def _config(args: argparse.Namespace, anchor: Path) -> Config:
     config = load_file(args.config) if args.config else discover(anchor.resolve())
     if args.vocab_size is not None and args.vocab_size < 2:
         raise ConfigError("--vocab-size must be at least 2")
-    return with_columns(with_vocab(config, args.vocab_size), getattr(args, "column", None), "--column")
+    num_classes = getattr(args, "num_classes", None)
+    if num_classes is not None:
+        if num_classes < 2:
+            raise ConfigError("--num-classes must be at least 2")
+        if args.vocab_size is not None:
+            raise ConfigError("give --vocab-size or --num-classes, not both (they set the same bound)")
+        config = with_vocab(config, num_classes, source="--num-classes")
+    else:
+        config = with_vocab(config, args.vocab_size)
+    return with_columns(config, getattr(args, "column", None), "--column")
 
 
 def _emit(outcome: Outcome, args: argparse.Namespace, runs: "Mapping[str, Run] | None" = None) -> int:

@@ -4,7 +4,8 @@ command-line flags on top.
     [tool.trainproof]
     select = ["TP-DIVERGE", "TP-NAN"]     # only these rules (default: all)
     ignore = ["TP-GRAD-SPIKE"]            # never these
-    vocab_size = 151936                   # classes for TP-LOSS-ABOVE-UNIFORM
+    vocab_size = 151936                   # classes for TP-LOSS-ABOVE-UNIFORM / TP-AT-CHANCE
+    num_classes = 2                       # the same, said of a classifier's labels (one of the two)
     baseline = "runs/known-good"          # compare runs with this one (relative to this file)
     columns = {loss = "MyLoss", eval_loss = "Dev NLL"}   # log columns the alias table misses
 
@@ -75,7 +76,7 @@ def _rule_ids(value: Any, key: str, where: str) -> frozenset[str]:
 
 
 def from_table(table: Mapping[str, Any], where: str) -> Config:
-    known = {"select", "ignore", "limits", "vocab_size", "baseline", "caps", "columns"}
+    known = {"select", "ignore", "limits", "vocab_size", "num_classes", "baseline", "caps", "columns"}
     extra = sorted(set(table) - known)
     if extra:
         raise ConfigError(f"{where}: unknown setting(s) {', '.join(extra)}; known: {', '.join(sorted(known))}")
@@ -102,9 +103,12 @@ def from_table(table: Mapping[str, Any], where: str) -> Config:
             if isinstance(default, int) and not isinstance(value, int):
                 raise ConfigError(f"{where}: limits.{rule_id}.{name} must be a whole number")
         limits[rule_id] = dict(values)
-    vocab = table.get("vocab_size")
+    if "vocab_size" in table and "num_classes" in table:
+        raise ConfigError(f"{where}: set vocab_size or num_classes, not both (they set the same bound)")
+    key = "num_classes" if "num_classes" in table else "vocab_size"
+    vocab = table.get(key)
     if vocab is not None and (not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 2):
-        raise ConfigError(f"{where}: vocab_size must be a whole number >= 2")
+        raise ConfigError(f"{where}: {key} must be a whole number >= 2")
     baseline = table.get("baseline")
     if baseline is not None:
         if not isinstance(baseline, str) or not baseline.strip():
@@ -116,7 +120,7 @@ def from_table(table: Mapping[str, Any], where: str) -> Config:
         raise ConfigError(str(e)) from None
     columns = parse_columns(table.get("columns", {}), f"{where}: columns")
     return Config(select=select, ignore=ignore, limits=limits, vocab_size=vocab,
-                  vocab_source=f"vocab_size in {where}" if vocab else None, source=where,
+                  vocab_source=f"{key} in {where}" if vocab else None, source=where,
                   baseline=baseline, caps=caps, columns=columns)
 
 
@@ -181,10 +185,10 @@ def discover(start: Path) -> Config:
     return Config()
 
 
-def with_vocab(config: Config, vocab_size: int | None) -> Config:
+def with_vocab(config: Config, vocab_size: int | None, *, source: str = "--vocab-size") -> Config:
     if vocab_size is None:
         return config
-    return dataclasses.replace(config, vocab_size=vocab_size, vocab_source="--vocab-size")
+    return dataclasses.replace(config, vocab_size=vocab_size, vocab_source=source)
 
 
 def with_caps(config: Config, overrides: Any) -> Config:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from .caps import not_regular
 from .config import Config
+from .coverage import too_short
 from .detect import HEAD_BYTES, RESIDENTS, Detected, detect
 from .model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                     Related, Report, Run, Segment, Series, Span, Verdict)
@@ -143,9 +144,13 @@ def _judge_one(run: Run, config: Config, *, kind: str = "metrics",
     findings[:0] = [f for f in extra if config.enabled(BY_ID[f.id])]
     if run.notes:
         findings.append(_skipped_records(run))
+    short = too_short(run, config)
+    if short is not None and not any(f.level is Level.FAIL for f in findings):
+        # A log too short for the trend checks is never a bare PASS (a FAIL says enough).
+        findings.append(not_checked_finding(run.path, short[0], run.location(short[1]).span))
     findings.sort(key=finding_order)
     verdict = verdict_of(findings)
-    reason = ""
+    reason = short[0] if short is not None and verdict is Verdict.NOT_CHECKED else ""
     if not any(c.ran for c in checks) and verdict is Verdict.PASS:
         # Nothing ran: that is not a pass (a skipped check is never a pass).
         verdict = Verdict.NOT_CHECKED

@@ -92,8 +92,11 @@ EPOCH = "epoch"
 # The same train loss averaged per epoch, when the log also carries it per step (Lightning
 # `train_loss_epoch` beside `train_loss_step`): the smoother view trend rules judge.
 LOSS_EPOCH = "loss_epoch"
+# Held-out accuracy (a fraction in [0, 1]): near 1/C it corroborates a classifier at chance.
+EVAL_ACCURACY = "eval_accuracy"
 
-SERIES_NAMES = (LOSS, EVAL_LOSS, LR, GRAD_NORM, STEP_TIME, DATA_TIME, THROUGHPUT, EPOCH, LOSS_EPOCH)
+SERIES_NAMES = (LOSS, EVAL_LOSS, LR, GRAD_NORM, STEP_TIME, DATA_TIME, THROUGHPUT, EPOCH, LOSS_EPOCH,
+                EVAL_ACCURACY)
 
 
 @dataclass(frozen=True)

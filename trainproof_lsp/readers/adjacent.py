@@ -43,10 +43,13 @@ def classes_from_config(config: Path) -> int | None:
     if not isinstance(cfg, dict):
         return None
     archs = cfg.get("architectures") or []
-    if any(isinstance(a, str) and a.endswith(CLASSIFIER_SUFFIXES) for a in archs):
+    single_label = cfg.get("problem_type") == "single_label_classification"
+    if single_label or any(isinstance(a, str) and a.endswith(CLASSIFIER_SUFFIXES) for a in archs):
         labels = cfg.get("num_labels")
         if labels is None and isinstance(cfg.get("id2label"), dict):
             labels = len(cfg["id2label"])
+        if labels is None and single_label:
+            labels = 2  # transformers' default num_labels when a config names no labels
         return labels if isinstance(labels, int) and labels >= 2 else None
     vocab = cfg.get("vocab_size")
     if vocab is None and isinstance(cfg.get("text_config"), dict):

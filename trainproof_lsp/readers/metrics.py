@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping
 
 import msgspec
 
-from ..model import (DATA_TIME, EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, STEP_TIME, THROUGHPUT,
+from ..model import (DATA_TIME, EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, STEP_TIME, THROUGHPUT,
                      ReadError, RecordSpans, Run, RunMeta, Span)
 from . import adjacent
 from .common import Columns, decode_json, to_float, to_step
@@ -53,6 +53,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     # The per-epoch view of the train loss beside a per-step one (trend rules judge it).
     # When it is the only train loss it is also LOSS above, and rules see one series.
     LOSS_EPOCH: ("train_loss_epoch", "loss_epoch", "train/loss_epoch"),
+    EVAL_ACCURACY: ("eval/accuracy", "eval_accuracy", "val_acc", "val_accuracy", "val/acc", "val/accuracy",
+                    "val_acc_epoch", "validation_accuracy", "valid_acc"),
 }
 # Step columns, most specific first. Keras logs only `epoch`: it becomes the step.
 STEP_ALIASES: tuple[str, ...] = ("train/global_step", "global_step", "trainer/global_step", "step",

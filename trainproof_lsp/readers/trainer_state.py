@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import msgspec
 
-from ..model import EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LR, THROUGHPUT, ReadError, RecordSpans, Run, RunMeta, Series
+from ..model import EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LR, THROUGHPUT, ReadError, RecordSpans, Run, RunMeta, Series
 from . import adjacent
 from .common import Columns, decode_json, to_float, to_step
 from .jsonpos import array_start, element_ranges, indented_spans
@@ -49,6 +49,7 @@ class _Entry(msgspec.Struct):
     grad_norm: float | None = None
     epoch: float | None = None
     train_samples_per_second: float | None = None
+    eval_accuracy: float | None = None
 
 
 class _State(msgspec.Struct):
@@ -64,7 +65,8 @@ _FAST = msgspec.json.Decoder(_State)
 
 # (canonical series, trainer_state key)
 SERIES_KEYS = ((LOSS, "loss"), (EVAL_LOSS, "eval_loss"), (LR, "learning_rate"),
-         (GRAD_NORM, "grad_norm"), (EPOCH, "epoch"), (THROUGHPUT, "train_samples_per_second"))
+         (GRAD_NORM, "grad_norm"), (EPOCH, "epoch"), (THROUGHPUT, "train_samples_per_second"),
+         (EVAL_ACCURACY, "eval_accuracy"))
 
 _CKPT_NAME = re.compile(r"checkpoint-(\d+)")
 # Keys that name a loss under another spelling than HF's `loss`/`eval_loss`: an eval set

@@ -7,7 +7,7 @@ entries; tests/test_registry.py fails when they drift.
 from __future__ import annotations
 
 from ..model import Level
-from . import compare, dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
+from . import chance, compare, dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
 from . import checkpoint, entrypoint, env, script
 from . import dataset, tokenizer, tokens
 from .base import Context, Rule, Skip
@@ -18,7 +18,9 @@ What it flags: a file that could not be read as what it looks like (empty, binar
 truncated, malformed, or a layout with no loss to judge); the message says why, with
 the line where the reader stopped when there is one. Also a check you asked for that
 could not run (`--max-len` without the optional transformers package, or with a
-tokenizer folder transformers cannot load): the rest of the file is still judged.
+tokenizer folder transformers cannot load): the rest of the file is still judged. And a
+training log too short for the trend checks (TP-DIVERGE, TP-DEAD-RUN): the message says how
+many points it has and how many they need, so a short log is never a bare PASS.
 Why it matters: nothing was checked, so nothing can be said about the run — this is
 never a pass and never a failure (exit code 2).
 What it does not mean: that the run is broken; only that this file (or the check named)
@@ -55,6 +57,7 @@ REGISTRY: tuple[Rule, ...] = (
     spikes.LOSS_SPIKE_UNRECOVERED_RULE,
     spikes.GRAD_SPIKE_RULE,
     uniform.RULE,
+    chance.RULE,  # TP-AT-CHANCE: loss stays at ln(C)
     lr.ZERO_LR_RULE,
     lr.ZERO_LR_PARTIAL_RULE,
     overfit.RULE,

@@ -15,6 +15,8 @@ The per-step series stays what NaN and spike checks judge (they need every point
 
 from __future__ import annotations
 
+import math
+
 from ..model import EVAL_LOSS, LOSS, LOSS_EPOCH, Run, Series
 from .base import Skip
 
@@ -66,3 +68,9 @@ def is_too_short(run: Run, minimum: int) -> str | None:
     except Skip as s:
         return str(s)
     return None
+
+
+def recent_points(n: int, most: int, fraction: float) -> int:
+    """How many trailing points of an n-point series are 'the last few': `most`, or
+    `fraction` of a shorter log, and at least 3 (a window median)."""
+    return min(most, max(3, math.ceil(fraction * n)))

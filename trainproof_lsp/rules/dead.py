@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..model import EVAL_LOSS, LOSS, LR, Hit, Level, Run
 from ._stats import mann_kendall_z, median, window_for
-from ._views import SERIES_WORDS, trend_series
+from ._views import SERIES_WORDS, recent_points, trend_series
 from .base import Context, Rule, Skip, fmt
 
 DOC = """The loss shows no downward trend from start to end: the run is not learning.
@@ -27,12 +27,14 @@ so batch noise cannot fire it; when the log carries the train loss per step and 
 it judges the per-epoch series.
 Short logs: it needs `min_points` points; with fewer train points it judges the eval loss
 when that has enough (then it fires when no later eval improves on the first by
-`min_drop`); with neither, it is NOT-CHECKED and the report says how many points there were.
+`min_drop` and the later evals are `eval_worse` worse in median); with neither, it is NOT-CHECKED and the report says how many points there were.
 Resumed runs: when the log starts late (first step beyond a few logging intervals) a run
 at its floor need not improve, so a flat loss is not flagged — but a resumed run whose
 loss rises with a significant upward trend (z of at least `resumed_rise_z`, and more than
 `negligible_drop` higher at the end), or whose learning rate never exceeds `max_dead_lr`,
 is still flagged.
+The finding must hold without the last `recent` points too (`recent_fraction` of a shorter
+log): a jump at the very end is reported by TP-LOSS-SPIKE as "recovery unknown".
 What it does not mean: slow learning — any real fall of `min_drop` passes.
 """
 
@@ -57,6 +59,30 @@ class Limits:
     # A resumed run that gets worse: a rising trend at 95% significance (z >= 2). A run
     # resumed at its floor wanders with |z| < 2.
     resumed_rise_z: float = 2.0
+    # Judged on evals (train loss too short): the later evals' median must be 10% worse than
+    # the first eval — a plateau from the first eval may be a run that started near its
+    # floor, while eval-to-eval noise on a fixed set is a few percent.
+    eval_worse: float = 0.1
+    # The verdict must not hinge on the last 10 points (a quarter of a shorter log): a
+    # jump there may still come back (the spike rules' recovery window).
+    recent: int = 10
+    recent_fraction: float = 0.25
+
+
+def _no_fall(values: tuple[float, ...], limits: Limits) -> bool:
+    """Start level to end level fell less than min_drop, with no downward trend or by
+    less than negligible_drop."""
+    w = window_for(len(values), divisor=5, lo=3, hi=20)
+    start, end = median(values[:w]), median(values[-w:])
+    drop = (start - end) / abs(start) if start else 0.0
+    return drop < limits.min_drop and (mann_kendall_z(values) > limits.max_trend_z or drop < limits.negligible_drop)
+
+
+def _no_fall_before_the_end(values: tuple[float, ...], limits: Limits) -> bool:
+    """The same without the last few points (when enough remain): a jump there is the spike
+    rules' to report (recovery unknown), not proof that the run never learned."""
+    head = len(values) - recent_points(len(values), limits.recent, limits.recent_fraction)
+    return head < limits.min_points or _no_fall(values[:head], limits)
 
 
 def _resumed(steps: tuple[int, ...], logging_steps: int | None) -> bool:
@@ -83,15 +109,18 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     if loss.name == EVAL_LOSS:
         # Judged on evals because the train loss is too short: a held-out loss that never
         # improves on its first value has learned nothing that generalises.
-        first, best_later = values[0], min(values[1:])
-        if best_later > first * (1 - limits.min_drop):
+        first, best_later, later = values[0], min(values[1:]), median(values[1:])
+        if best_later > first * (1 - limits.min_drop) and later >= first * (1 + limits.eval_worse):
             yield Hit(
                 message=(
                     f"eval loss never improved on its first value {fmt(first)} (step {loss.steps[0]}): the best "
                     f"of the next {len(values) - 1} evals is {fmt(best_later)} ({best_later / first - 1:+.1%}; "
-                    f"limit: a fall of at least {limits.min_drop:.0%}); the train loss is too short to judge"
+                    f"limit: a fall of at least {limits.min_drop:.0%}) and their median {fmt(later)} is "
+                    f"{later / first - 1:+.1%} worse (limit {limits.eval_worse:.0%}); the train loss is too short "
+                    "to judge"
                 ),
-                evidence={**evidence, "first_eval": first, "best_later_eval": best_later, "evals": len(values)},
+                evidence={**evidence, "first_eval": first, "best_later_eval": best_later,
+                          "median_later_eval": later, "evals": len(values)},
                 location=location,
             )
             return
@@ -111,7 +140,7 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
                 f"the log starts at step {loss.steps[0]}: a resumed run at its floor need not improve "
                 f"(its {what} does not rise and its learning rate is not too small to learn)"
             )
-    elif drop < limits.min_drop and (z > limits.max_trend_z or drop < limits.negligible_drop):
+    elif _no_fall(values, limits) and _no_fall_before_the_end(values, limits):
         yield Hit(
             message=(
                 f"{what} level went from {fmt(start)} to {fmt(end)} over {span} "
@@ -137,4 +166,4 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-DEAD-RUN", name="no-improvement", level=Level.FAIL, doc=DOC,
-            limits=Limits, check=check, origin="trainproof")
+            limits=Limits, check=check, needs=(LOSS,), origin="trainproof")

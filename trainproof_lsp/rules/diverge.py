@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..model import EVAL_LOSS, LOSS, Hit, Level, Related, Run
 from ._stats import median, rolling_levels, window_for
-from ._views import SERIES_WORDS, trend_series
+from ._views import SERIES_WORDS, recent_points, trend_series
 from .base import Context, Rule, Skip, fmt
 
 DOC = """Loss ends well above its best level and stays there.
@@ -22,6 +22,8 @@ stays within the run's own noise near its floor is not divergence: the end level
 also be at least `min_regain` of the way back from the best level to the start level
 (a loss that fell from 2.0 to 0.03 and wanders to 0.06 has given back 1.5% of its fall).
 When the log carries the train loss per step and per epoch, it judges the per-epoch series.
+The rise must have lasted `min_stay` points (`min_stay_fraction` of a shorter log): a jump in the last few points is "recovery
+unknown" (TP-LOSS-SPIKE, a WARN), never a divergence FAIL.
 When an eval loss series exists and is at or near its best at the end, the train curve's
 rise is treated as noise and the check stands down with that reason.
 Short logs: it needs `min_points` points; with fewer train points it judges the eval loss
@@ -46,6 +48,12 @@ class Limits:
     # doubles it (a loss of 0.03 wandering to 0.06 after falling from 2.0), while a run
     # that diverged loses a real part of what it learned.
     min_regain: float = 0.1
+    # ...and it has stayed up for 10 logged points (the spike rules' recovery window), or a
+    # quarter of a shorter log (at least 3 points: 3 of 12 epochs is a trend, 2 of 23 steps
+    # is a jump): a jump in the last few points may still come back, and is TP-LOSS-SPIKE's
+    # to report.
+    min_stay: int = 10
+    min_stay_fraction: float = 0.25
     # Eval overrule: the last eval within 5% of the best eval means the model is still
     # at its best on held-out data, whatever the train curve's noise says.
     eval_tolerance: float = 0.05
@@ -69,6 +77,16 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     regain = (end - best) / (start - best) if start > best else 1.0
     if regain < limits.min_regain:
         return
+    # How long the loss has stayed up: the trailing levels above the limit, each placed at
+    # the centre of its window (a median lags its window's end by half a window).
+    limit = limits.max_ratio * best
+    stay_from = n - 1
+    for i, lv in reversed(levels):
+        if lv <= limit:
+            break
+        stay_from = max(0, i - (w - 1) // 2)
+    if n - stay_from < recent_points(n, limits.min_stay, limits.min_stay_fraction):
+        return  # a jump in the last few points: recovery unknown (TP-LOSS-SPIKE says so)
     eval_loss = run.get(EVAL_LOSS)
     if eval_loss is not None and loss.name != EVAL_LOSS:
         ev = eval_loss.finite()
@@ -101,4 +119,4 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-DIVERGE", name="divergence", level=Level.FAIL, doc=DOC, limits=Limits,
-            check=check, origin="trainproof")
+            check=check, needs=(LOSS,), origin="trainproof")

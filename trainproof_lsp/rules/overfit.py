@@ -13,11 +13,15 @@ DOC = """Eval loss rises while train loss keeps falling: the model memorises.
 
 What it flags: an eval-loss series (at least `min_evals` points) whose last value is
 more than `max_ratio` times its best, with the last two evals both above the best by
-`min_rise` or more, while the train loss at the end is below the train loss at the
+`min_rise` or more — or whose last `several` evals are all `sustained_rise` above it — while the train loss at the end is below the train loss at the
 best eval step. The finding names the best eval step and whether a checkpoint from
 that step exists beside the log.
 Why it matters: every step after the best eval makes the model worse on unseen data;
 the checkpoint to keep is the one from the best step — if it was saved.
+Noisy logs: eval points are judged as logged (an eval is already an average over a set);
+a single noisy eval cannot fire it — two (or `several`) in a row must be up.
+Short logs: it needs `min_evals` evals; fewer make it NOT-CHECKED with the count.
+Resumed runs: judged like any other — the best eval may be before the resume.
 What it does not mean: the run crashed or diverged; the train curve looks healthy.
 """
 
@@ -29,6 +33,10 @@ class Limits:
     # eval-to-eval noise, which is a few percent on a fixed eval set.
     max_ratio: float = 1.2
     min_rise: float = 0.05  # the last two evals both 5% above the best: the rise persists
+    # Or a smaller rise that has lasted: the last 3 evals all 10% above the best. Eval noise
+    # on a fixed set is a few percent, so three evals in a row that far up is a trend.
+    several: int = 3
+    sustained_rise: float = 0.1
 
 
 def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
@@ -43,7 +51,9 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
         return
     ratio = last / best
     persists = all(v > best * (1 + limits.min_rise) for v in ev.values[-2:])
-    if ratio <= limits.max_ratio or not persists:
+    sustained = best_i < len(ev) - limits.several and all(
+        v > best * (1 + limits.sustained_rise) for v in ev.values[-limits.several:])
+    if not ((ratio > limits.max_ratio and persists) or sustained):
         return
     best_step = ev.steps[best_i]
     # Train level at the best eval step vs at the end (medians of nearby points).

@@ -1,0 +1,110 @@
+"""The loss sits at ln(number of classes): the model predicts no better than chance."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..model import EVAL_ACCURACY, LOSS, Hit, Level, Related, Run
+from ._stats import median, rolling_levels, window_for
+from ._views import SERIES_WORDS, trend_series
+from .base import Context, Rule, Skip, fmt
+
+DOC = """The loss stays at ln(C): the model predicts no better than a uniform guess.
+
+What it flags: a cross-entropy loss whose level (rolling median) stays within `tolerance`
+of ln(C) — C the number of labels of a classifier or the vocabulary of a language model —
+from some point to the end of the log, for at least `min_fraction` of the logged points
+(and `min_points` of them): for the whole run, or after the run returned there. C comes
+from `--num-classes`/`--vocab-size`, `num_classes`/`vocab_size` in the config, or the
+`config.json` beside the log (`num_labels` or `id2label` for a classifier; a
+`single_label_classification` config that names no labels has transformers' default of 2).
+When the log carries an eval accuracy, its last value is reported beside 1/C: accuracy near
+chance corroborates the finding.
+Why it matters: ln(C) is exactly the loss of predicting every class with equal probability.
+A classifier whose labels were shuffled, or one a learning rate too hot collapsed onto one
+class, sits there for good while its curve looks calm; so does a language model that
+learned nothing.
+Noisy logs: levels are window medians; when the log carries the train loss per step and
+per epoch it judges the per-epoch series.
+Short logs: it needs `min_points` points (train loss, or the eval loss when the train loss
+is too short); fewer make it NOT-CHECKED with the count.
+Resumed runs: judged like any other — a run resumed at ln(C) is still at chance.
+What it does not mean: a run that passes through ln(C) on its way down (a language model
+trained from scratch starts there). Without C the check is skipped and says so.
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    min_points: int = 10  # the trend checks' minimum: fewer points say nothing about staying
+    # 3% of ln(C): a 2-class model at 0.672 (3% under ln 2 = 0.693) gives the right class
+    # ~51% on average — a coin flip; batch noise of a loss that sits still is about this size.
+    tolerance: float = 0.03
+    # Where the run settled, not a crossing: the stay covers a third of the log at least.
+    min_fraction: float = 1 / 3
+    # Eval accuracy within 0.05 of 1/C is "at chance" (a collapsed classifier scores the
+    # majority-class share, which on a balanced set is 1/C).
+    accuracy_margin: float = 0.05
+
+
+def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
+    if not ctx.num_classes or ctx.num_classes < 2:
+        raise Skip("number of classes unknown: pass --num-classes or --vocab-size, set num_classes or "
+                   "vocab_size in the config, or keep config.json beside the log")
+    loss = trend_series(run, limits.min_points)
+    what = SERIES_WORDS[loss.name]
+    values = loss.values
+    n = len(values)
+    bound = math.log(ctx.num_classes)
+    lo, hi = bound * (1 - limits.tolerance), bound * (1 + limits.tolerance)
+    w = window_for(n, divisor=10, lo=3, hi=20)
+    levels = rolling_levels(values, w, head=False)
+    first = len(levels)
+    while first > 0 and lo <= levels[first - 1][1] <= hi:
+        first -= 1
+    if first == len(levels):
+        return
+    # The stay starts at the first in-band point of the first window whose level is in the band.
+    if first == 0:
+        start = 0
+    else:
+        j = levels[first][0]
+        start = next((k for k in range(max(0, j - w + 1), j + 1) if lo <= values[k] <= hi), j)
+    stayed = n - start
+    if stayed < limits.min_points or stayed < limits.min_fraction * n:
+        return
+    level = median(values[start:])
+    evidence: dict[str, float | int | str | bool] = {
+        "level": level, "uniform_bound": bound, "ratio": level / bound, "num_classes": ctx.num_classes,
+        "step": loss.steps[start], "last_step": loss.steps[-1], "points": stayed}
+    if loss.name != LOSS:
+        evidence["series"] = loss.name
+    related: tuple[Related, ...] = ()
+    acc_text = ""
+    acc = run.get(EVAL_ACCURACY)
+    if acc is not None and len(acc.finite()):
+        acc = acc.finite()
+        chance = 1 / ctx.num_classes
+        at_chance = abs(acc.values[-1] - chance) <= limits.accuracy_margin
+        evidence.update(eval_accuracy=acc.values[-1], chance_accuracy=chance, accuracy_at_chance=at_chance)
+        acc_text = (f"; eval accuracy {acc.values[-1]:.3g} at step {acc.steps[-1]} "
+                    f"{'is' if at_chance else 'is not'} near chance 1/{ctx.num_classes} = {chance:.3g}")
+        related = (Related(location=run.location(acc.records[-1]),
+                           message=f"eval accuracy {acc.values[-1]:.3g} (chance {chance:.3g})"),)
+    whole = "for the whole log" if start == 0 else f"from step {loss.steps[start]} to the end"
+    yield Hit(
+        message=(
+            f"{what} stays at {fmt(level)}, within {limits.tolerance:.0%} of ln({ctx.num_classes}) = "
+            f"{fmt(bound)} (a uniform guess), {whole} ({stayed} of {n} points, steps {loss.steps[start]}-"
+            f"{loss.steps[-1]}; classes from {ctx.num_classes_source}){acc_text}"
+        ),
+        evidence=evidence,
+        location=run.location(loss.records[start]),
+        related=related,
+    )
+
+
+RULE = Rule(id="TP-AT-CHANCE", name="at-chance", level=Level.FAIL, doc=DOC, limits=Limits,
+            check=check, needs=(LOSS,))
