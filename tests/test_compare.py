@@ -154,7 +154,7 @@ def test_zero_learning_rate_fails_on_floor_end_and_improvement_deficit():
     r = one(HEALTHY, HF_RUNS / "lr_zero")
     assert r.verdict is Verdict.FAIL
     assert cmp_ids(r) == ["TP-END-RATIO", "TP-FLOOR-RATIO", "TP-IMPROVE-DEFICIT"]
-    assert own_ids(r) == ["TP-DEAD-RUN", "TP-ZERO-LR"]  # judged alone it fails: kept here
+    assert own_ids(r) == ["TP-AT-CHANCE", "TP-DEAD-RUN", "TP-ZERO-LR"]  # judged alone it fails: kept here
     assert r.comparison["run_verdict"] == "FAIL"
     deficit = finding(r, "TP-IMPROVE-DEFICIT")
     assert deficit.evidence["run_improvement"] == pytest.approx(-0.00072, abs=1e-5)
@@ -380,7 +380,7 @@ def test_a_run_that_fails_alone_fails_even_when_the_baseline_is_missing(tmp_path
     assert code == 1
     (report,) = doc["reports"]
     assert report["verdict"] == "FAIL"
-    assert sorted(f["id"] for f in report["findings"]) == ["TP-CMP-ERROR", "TP-DEAD-RUN", "TP-ZERO-LR"]
+    assert sorted(f["id"] for f in report["findings"]) == ["TP-AT-CHANCE", "TP-CMP-ERROR", "TP-DEAD-RUN", "TP-ZERO-LR"]
     assert report["reason"] == f"cannot compare with baseline {tmp_path / 'nope'}: no such file or folder"
 
 
@@ -464,7 +464,7 @@ def test_doctor_with_baseline_adds_a_comparison_report_after_each_run():
     assert "TP-ZERO-LR" in {f["id"] for f in doc["reports"][0]["findings"]}
     # The comparison report keeps the run's own FAILs beside the comparison's.
     own = {f["id"] for f in doc["reports"][0]["findings"] if f["level"] == "FAIL"}
-    assert own == {"TP-DEAD-RUN", "TP-ZERO-LR"}
+    assert own == {"TP-AT-CHANCE", "TP-DEAD-RUN", "TP-ZERO-LR"}
     assert {f["id"] for f in doc["reports"][1]["findings"]} == {"TP-END-RATIO", "TP-FLOOR-RATIO",
                                                                 "TP-IMPROVE-DEFICIT"} | own
 

@@ -44,7 +44,9 @@ def test_only_regular_files_are_read(tmp_path, cwd, kind):
     else:
         target.symlink_to("/dev/zero")  # reading it never ends
         what = "a character device (through a symlink), not a regular file"
-    (run / "train_log.jsonl").write_text('{"loss": 2.0, "step": 1}\n{"loss": 1.0, "step": 2}\n')
+    # long enough for the trend checks (10 points), so the rest of the folder can PASS
+    (run / "train_log.jsonl").write_text("".join(f'{{"loss": {2.0 - 0.1 * i:.1f}, "step": {i + 1}}}\n'
+                                                 for i in range(12)))
     code, data, _ = run_limited("doctor", run, cwd=cwd)
     assert code == 2
     assert data["not_judged"] == [{"path": str(target), "reason": what + ": only regular files are read"}]
