@@ -266,3 +266,21 @@ def test_with_run_entrypoint_the_top_level_does_run(tmp_path):
     run_limited("env", "--entrypoint", "train.py", "--cwd", project, "--run-entrypoint", "--timeout", "20",
                 cwd=project)
     assert (marks / "TOP_LEVEL_RAN").exists() and victim.read_text() == "overwritten"
+
+
+def test_the_entrypoint_guard_works_in_an_interpreter_that_has_not_imported_importlib_machinery(tmp_path):
+    # A bare interpreter (no site: nothing has imported importlib.machinery yet) once
+    # recursed inside the guard and reported every import, `json` included, as an exit.
+    bare = tmp_path / "bare-python"
+    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    bare.chmod(0o755)
+    assert "importlib.machinery" not in subprocess.run(
+        [str(bare), "-c", "import sys; print(sorted(sys.modules))"], capture_output=True, text=True).stdout
+    (tmp_path / "train.py").write_text("import json\nimport definitely_not_installed_xyz\n")
+    out = subprocess.run([sys.executable, "-m", "trainproof_lsp", "env", "--entrypoint", "train.py",
+                          "--python", str(bare), "--timeout", "30", "--json"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 1, out.stderr
+    findings = [(f["id"], f["location"]["range"]["start"]["line"])
+                for f in json.loads(out.stdout)["reports"][0]["findings"] if f["level"] == "FAIL"]
+    assert findings == [("TP-ENV-IMPORT-FAIL", 1)]

@@ -123,12 +123,15 @@ class _GuardEntrypoint(object):
     running the script's top level."""
 
     def __init__(self, path):
-        self.real = os.path.realpath(path)
-
-    def find_spec(self, fullname, path=None, target=None):
+        # Imported here, before the guard is on sys.meta_path: an import inside find_spec
+        # would ask find_spec again, without end, where nothing imported it yet.
         import importlib.machinery
 
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        self.real = os.path.realpath(path)
+        self.path_finder = importlib.machinery.PathFinder
+
+    def find_spec(self, fullname, path=None, target=None):
+        spec = self.path_finder.find_spec(fullname, path)
         origin = getattr(spec, "origin", None) if spec is not None else None
         if origin and os.path.realpath(origin) == self.real:
             raise EntrypointNotRun("importing %r would run the entrypoint %s, whose top-level code "
