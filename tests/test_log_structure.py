@@ -291,3 +291,21 @@ def test_a_healthy_run_of_the_same_length_has_no_common_span_note(tmp_path):
     twin = write_jsonl(tmp_path / "twin", [{"step": s, "loss": v} for s, v in zip(steps, _curve(steps))])
     (r,) = compare.compare(base, [twin], Config()).reports
     assert r.verdict is Verdict.PASS and r.comparison["common_note"] is None
+
+
+def test_watch_reads_columns_through_the_same_setting(tmp_path):
+    import io
+
+    from trainproof_lsp.engine import judge_file
+    from trainproof_lsp.guardian.watch import Watch, WatchOptions
+    from trainproof_lsp.render import report_json
+
+    rows = [{"it": 10 * (i + 1), "MyObjective": v} for i, v in enumerate(falling(30))]
+    log = write_jsonl(tmp_path, rows)
+    config = Config(columns={"loss": "MyObjective", "step": "it"})
+    out = io.StringIO()
+    w = Watch(log, config, WatchOptions(), out=out, err=out)
+    w.poll_once()
+    report = w.logs[str(log)].report
+    assert report.verdict is Verdict.PASS and ran(report, "TP-DIVERGE")
+    assert report_json(report) == report_json(judge_file(log, config))
