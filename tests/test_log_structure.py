@@ -309,3 +309,11 @@ def test_watch_reads_columns_through_the_same_setting(tmp_path):
     report = w.logs[str(log)].report
     assert report.verdict is Verdict.PASS and ran(report, "TP-DIVERGE")
     assert report_json(report) == report_json(judge_file(log, config))
+
+
+def test_the_html_page_lists_each_appended_run(tmp_path):
+    path = appended_csv(tmp_path, nan_in=2)
+    outcome = compare.engine.doctor([path], Config())
+    html = to_html(outcome, {})
+    assert "3 runs appended in this log, each judged on its own" in html
+    assert '<tr data-segment="2"><td>2</td><td class="mono">14-23</td><td class="mono">0-9</td><td>10</td>' in html
