@@ -317,3 +317,17 @@ def test_the_html_page_lists_each_appended_run(tmp_path):
     html = to_html(outcome, {})
     assert "3 runs appended in this log, each judged on its own" in html
     assert '<tr data-segment="2"><td>2</td><td class="mono">14-23</td><td class="mono">0-9</td><td>10</td>' in html
+
+
+def test_a_log_of_appended_runs_compares_its_latest_run(tmp_path):
+    path = appended_csv(tmp_path, nan_in=1)
+    (tmp_path / "base").mkdir()
+    base = write_jsonl(tmp_path / "base", [{"step": e, "loss": v} for e, v in enumerate(falling(14, 1.9, 0.7))])
+    (r,) = compare.compare(base, [path], Config()).reports
+    c = r.comparison
+    assert c["compared_segment"] == 3
+    assert (c["axis"], c["common_from"], c["common_to"]) == ("step", 0, 13)
+    assert c["end_ratio"] == 1.0  # run 3 is the baseline's curve
+    assert c["common_note"] == "this log holds 3 appended runs: the latest, run 3 (from line 24), is compared"
+    # Run 1's NaN (a FAIL of the log judged alone) is kept.
+    assert r.verdict is Verdict.FAIL and only(r, "TP-NAN").evidence["segment"] == 1

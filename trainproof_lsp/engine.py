@@ -246,6 +246,16 @@ def judge_segments(run: Run, cuts: tuple[int, ...], config: Config, *, kind: str
                   segments=tuple(segments))
 
 
+def split_runs(run: Run, config: Config) -> tuple[Run, ...]:
+    """The runs of a log of appended runs, in file order (the log itself when it holds one)."""
+    cuts = seams(run, config.limits_for(APPENDED_RUNS)) if run.format in _ROW_ORDER_FORMATS else ()
+    if not cuts:
+        return (run,)
+    last_record = max((r for s in run.series.values() for r in s.records), default=0)
+    bounds = (0, *cuts, last_record + 1)
+    return tuple(_segment_run(run, lo, hi) for lo, hi in zip(bounds, bounds[1:]))
+
+
 def _segment_run(run: Run, lo: int, hi: int) -> Run:
     """The part of a run logged in records [lo, hi): one of several appended runs."""
     series = {}
