@@ -331,3 +331,19 @@ def test_a_log_of_appended_runs_compares_its_latest_run(tmp_path):
     assert c["common_note"] == "this log holds 3 appended runs: the latest, run 3 (from line 24), is compared"
     # Run 1's NaN (a FAIL of the log judged alone) is kept.
     assert r.verdict is Verdict.FAIL and only(r, "TP-NAN").evidence["segment"] == 1
+
+
+def test_an_mlflow_run_without_a_loss_metric_names_its_metrics_and_the_setting(tmp_path):
+    run = tmp_path / "mlruns" / "0" / "abc"
+    (run / "metrics").mkdir(parents=True)
+    (run / "meta.yaml").write_text("run_id: abc\n", encoding="utf-8")
+    (run / "metrics" / "objective").write_text("".join(f"1700000000000 {v} {10 * (i + 1)}\n"
+                                                       for i, v in enumerate(falling(20))), encoding="utf-8")
+    (run / "metrics" / "lr").write_text("1700000000000 0.001 10\n", encoding="utf-8")
+    (report,) = compare.engine.doctor([run], Config()).reports
+    assert report.verdict is Verdict.NOT_CHECKED
+    assert report.reason == (f"{run}: no loss metric to judge (metrics seen: lr, objective); map one with "
+                             '`[tool.trainproof] columns = {loss = "NAME"}` (or eval_loss = ...) or '
+                             "`--column loss=NAME`")
+    (mapped,) = compare.engine.doctor([run], Config(columns={"loss": "objective"})).reports
+    assert mapped.verdict is Verdict.PASS and ran(mapped, "TP-DIVERGE")
