@@ -347,3 +347,15 @@ def test_an_mlflow_run_without_a_loss_metric_names_its_metrics_and_the_setting(t
                              "`--column loss=NAME`")
     (mapped,) = compare.engine.doctor([run], Config(columns={"loss": "objective"})).reports
     assert mapped.verdict is Verdict.PASS and ran(mapped, "TP-DIVERGE")
+
+
+def test_the_editor_setting_takes_series_equals_column_strings():
+    from trainproof_lsp.config import with_columns
+    from trainproof_lsp.server.settings import parse_settings
+
+    settings, problems = parse_settings({"trainproof": {"columns": ["loss=MyObjective", "step = it"]}})
+    assert problems == [] and settings.columns == ("loss=MyObjective", "step = it")
+    config = with_columns(Config(columns={"eval_loss": "Dev"}), settings.columns, "trainproof.columns")
+    assert config.columns == {"eval_loss": "Dev", "loss": "MyObjective", "step": "it"}
+    with pytest.raises(ConfigError, match="trainproof.columns: 'loss' is not SERIES=COLUMN"):
+        with_columns(Config(), ["loss"], "trainproof.columns")
