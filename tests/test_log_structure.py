@@ -359,3 +359,20 @@ def test_the_editor_setting_takes_series_equals_column_strings():
     assert config.columns == {"eval_loss": "Dev", "loss": "MyObjective", "step": "it"}
     with pytest.raises(ConfigError, match="trainproof.columns: 'loss' is not SERIES=COLUMN"):
         with_columns(Config(), ["loss"], "trainproof.columns")
+
+
+def test_a_plain_loss_tag_under_validation_is_the_eval_loss(tmp_path):
+    tbx = pytest.importorskip("tensorboardX")
+    logdir = tmp_path / "logs"
+    for split, curve in (("train", lambda e: 2.0 / (e + 1)), ("validation", lambda e: NAN if e == 9 else 1.5 - 0.05 * e)):
+        w = tbx.SummaryWriter(str(logdir / split))
+        for epoch in range(12):
+            w.add_scalar("Loss", curve(epoch), epoch, walltime=1000.0 + epoch)
+        w.close()
+    (report,) = compare.engine.doctor([logdir], Config()).reports
+    # Train and validation stay two series: the NaN validation loss fails the run, the
+    # train loss is not mixed with it.
+    assert [f.id for f in report.findings if f.level is not Level.INFO] == ["TP-NAN-EVAL"]
+    f = only(report, "TP-NAN-EVAL")
+    assert f.evidence == {"first_step": 9, "count": 1, "points": 12}
+    assert f.location.path.startswith(str(logdir / "validation"))
