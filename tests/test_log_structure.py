@@ -376,3 +376,29 @@ def test_a_plain_loss_tag_under_validation_is_the_eval_loss(tmp_path):
     f = only(report, "TP-NAN-EVAL")
     assert f.evidence == {"first_step": 9, "count": 1, "points": 12}
     assert f.location.path.startswith(str(logdir / "validation"))
+
+
+def test_a_long_format_log_reads_the_eval_rows_as_the_eval_loss(tmp_path):
+    import io
+
+    from trainproof_lsp.engine import judge_file
+    from trainproof_lsp.guardian.watch import Watch, WatchOptions
+    from trainproof_lsp.render import report_json
+
+    path = tmp_path / "history.csv"
+    lines = ["epoch,Phase,loss,acc"]
+    for e, v in enumerate(falling(15)):
+        lines.append(f"{e},train,{v},0.5")
+        lines.append(f"{e},val,{'nan' if e >= 12 else round(v * 1.1, 6)},0.5")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = judge(path)
+    none_of(report, "TP-STEP-ORDER")  # train and val rows are two series, not repeated steps
+    f = only(report, "TP-NAN-EVAL")
+    assert f.level is Level.FAIL and report.verdict is Verdict.FAIL
+    assert f.evidence == {"first_step": 12, "count": 3, "points": 15}
+    assert f.location.span.start_line == line_with(path, "12,val,nan") == 26
+    assert f.message.startswith("eval loss (loss (Phase val)) is nan at step 12")
+    out = io.StringIO()
+    w = Watch(path, Config(), WatchOptions(), out=out, err=out)
+    w.poll_once()
+    assert report_json(w.logs[str(path)].report) == report_json(judge_file(path, Config()))

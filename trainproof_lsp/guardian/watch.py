@@ -55,7 +55,7 @@ from ..detect import HEAD_BYTES, Detected, detect
 from ..engine import event_file_findings, not_checked, read_run
 from ..model import Finding, NotJudged, Outcome, ReadError, Report, Span, Verdict
 from ..readers.common import decode_json, to_float, to_step
-from ..readers.metrics import map_columns
+from ..readers.metrics import map_columns, row_columns, split_column
 from ..readers.tensorboard import normalise_tag, split_of
 from ..readers.trainer_state import read_trainer_state
 from ..tfevents import scan_event_bytes
@@ -91,12 +91,14 @@ class _RowMapper:
         self.names: dict[str, None] = {}
         self.chosen: dict[str, str] = {}
         self.step_col: str | None = None
+        self.split_col: str | None = None
 
     def add(self, live: LiveRun, row: dict[str, Any], record: int) -> None:
         if any(k not in self.names for k in row):
             for k in row:
                 self.names.setdefault(k, None)
             self.chosen, self.step_col = map_columns(self.names, self.column_map)
+            self.split_col = split_column(self.names)
             used = set(self.chosen.values()) | ({self.step_col} if self.step_col else set())
             live.unmapped = tuple(n for n in self.names if n not in used)
         if self.step_col is not None:
@@ -111,7 +113,7 @@ class _RowMapper:
                 return
         else:
             step = record
-        for series, col in self.chosen.items():
+        for series, col, source in row_columns(self.chosen, self.split_col, row):
             raw = row.get(col)
             if raw is None or raw == "":
                 continue
@@ -119,7 +121,7 @@ class _RowMapper:
             if v is None:
                 live.notes.append((record, f"{col} is {raw!r}, not a number; not used"))
                 continue
-            live.add(series, col, step, v, record)
+            live.add(series, source, step, v, record)
 
 
 class _Tailer:
