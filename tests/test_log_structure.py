@@ -291,3 +291,114 @@ def test_a_healthy_run_of_the_same_length_has_no_common_span_note(tmp_path):
     twin = write_jsonl(tmp_path / "twin", [{"step": s, "loss": v} for s, v in zip(steps, _curve(steps))])
     (r,) = compare.compare(base, [twin], Config()).reports
     assert r.verdict is Verdict.PASS and r.comparison["common_note"] is None
+
+
+def test_watch_reads_columns_through_the_same_setting(tmp_path):
+    import io
+
+    from trainproof_lsp.engine import judge_file
+    from trainproof_lsp.guardian.watch import Watch, WatchOptions
+    from trainproof_lsp.render import report_json
+
+    rows = [{"it": 10 * (i + 1), "MyObjective": v} for i, v in enumerate(falling(30))]
+    log = write_jsonl(tmp_path, rows)
+    config = Config(columns={"loss": "MyObjective", "step": "it"})
+    out = io.StringIO()
+    w = Watch(log, config, WatchOptions(), out=out, err=out)
+    w.poll_once()
+    report = w.logs[str(log)].report
+    assert report.verdict is Verdict.PASS and ran(report, "TP-DIVERGE")
+    assert report_json(report) == report_json(judge_file(log, config))
+
+
+def test_the_html_page_lists_each_appended_run(tmp_path):
+    path = appended_csv(tmp_path, nan_in=2)
+    outcome = compare.engine.doctor([path], Config())
+    html = to_html(outcome, {})
+    assert "3 runs appended in this log, each judged on its own" in html
+    assert '<tr data-segment="2"><td>2</td><td class="mono">14-23</td><td class="mono">0-9</td><td>10</td>' in html
+
+
+def test_a_log_of_appended_runs_compares_its_latest_run(tmp_path):
+    path = appended_csv(tmp_path, nan_in=1)
+    (tmp_path / "base").mkdir()
+    base = write_jsonl(tmp_path / "base", [{"step": e, "loss": v} for e, v in enumerate(falling(14, 1.9, 0.7))])
+    (r,) = compare.compare(base, [path], Config()).reports
+    c = r.comparison
+    assert c["compared_segment"] == 3
+    assert (c["axis"], c["common_from"], c["common_to"]) == ("step", 0, 13)
+    assert c["end_ratio"] == 1.0  # run 3 is the baseline's curve
+    assert c["common_note"] == "this log holds 3 appended runs: the latest, run 3 (from line 24), is compared"
+    # Run 1's NaN (a FAIL of the log judged alone) is kept.
+    assert r.verdict is Verdict.FAIL and only(r, "TP-NAN").evidence["segment"] == 1
+
+
+def test_an_mlflow_run_without_a_loss_metric_names_its_metrics_and_the_setting(tmp_path):
+    run = tmp_path / "mlruns" / "0" / "abc"
+    (run / "metrics").mkdir(parents=True)
+    (run / "meta.yaml").write_text("run_id: abc\n", encoding="utf-8")
+    (run / "metrics" / "objective").write_text("".join(f"1700000000000 {v} {10 * (i + 1)}\n"
+                                                       for i, v in enumerate(falling(20))), encoding="utf-8")
+    (run / "metrics" / "lr").write_text("1700000000000 0.001 10\n", encoding="utf-8")
+    (report,) = compare.engine.doctor([run], Config()).reports
+    assert report.verdict is Verdict.NOT_CHECKED
+    assert report.reason == (f"{run}: no loss metric to judge (metrics seen: lr, objective); map one with "
+                             '`[tool.trainproof] columns = {loss = "NAME"}` (or eval_loss = ...) or '
+                             "`--column loss=NAME`")
+    (mapped,) = compare.engine.doctor([run], Config(columns={"loss": "objective"})).reports
+    assert mapped.verdict is Verdict.PASS and ran(mapped, "TP-DIVERGE")
+
+
+def test_the_editor_setting_takes_series_equals_column_strings():
+    from trainproof_lsp.config import with_columns
+    from trainproof_lsp.server.settings import parse_settings
+
+    settings, problems = parse_settings({"trainproof": {"columns": ["loss=MyObjective", "step = it"]}})
+    assert problems == [] and settings.columns == ("loss=MyObjective", "step = it")
+    config = with_columns(Config(columns={"eval_loss": "Dev"}), settings.columns, "trainproof.columns")
+    assert config.columns == {"eval_loss": "Dev", "loss": "MyObjective", "step": "it"}
+    with pytest.raises(ConfigError, match="trainproof.columns: 'loss' is not SERIES=COLUMN"):
+        with_columns(Config(), ["loss"], "trainproof.columns")
+
+
+def test_a_plain_loss_tag_under_validation_is_the_eval_loss(tmp_path):
+    tbx = pytest.importorskip("tensorboardX")
+    logdir = tmp_path / "logs"
+    for split, curve in (("train", lambda e: 2.0 / (e + 1)), ("validation", lambda e: NAN if e == 9 else 1.5 - 0.05 * e)):
+        w = tbx.SummaryWriter(str(logdir / split))
+        for epoch in range(12):
+            w.add_scalar("Loss", curve(epoch), epoch, walltime=1000.0 + epoch)
+        w.close()
+    (report,) = compare.engine.doctor([logdir], Config()).reports
+    # Train and validation stay two series: the NaN validation loss fails the run, the
+    # train loss is not mixed with it.
+    assert [f.id for f in report.findings if f.level is not Level.INFO] == ["TP-NAN-EVAL"]
+    f = only(report, "TP-NAN-EVAL")
+    assert f.evidence == {"first_step": 9, "count": 1, "points": 12}
+    assert f.location.path.startswith(str(logdir / "validation"))
+
+
+def test_a_long_format_log_reads_the_eval_rows_as_the_eval_loss(tmp_path):
+    import io
+
+    from trainproof_lsp.engine import judge_file
+    from trainproof_lsp.guardian.watch import Watch, WatchOptions
+    from trainproof_lsp.render import report_json
+
+    path = tmp_path / "history.csv"
+    lines = ["epoch,Phase,loss,acc"]
+    for e, v in enumerate(falling(15)):
+        lines.append(f"{e},train,{v},0.5")
+        lines.append(f"{e},val,{'nan' if e >= 12 else round(v * 1.1, 6)},0.5")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = judge(path)
+    none_of(report, "TP-STEP-ORDER")  # train and val rows are two series, not repeated steps
+    f = only(report, "TP-NAN-EVAL")
+    assert f.level is Level.FAIL and report.verdict is Verdict.FAIL
+    assert f.evidence == {"first_step": 12, "count": 3, "points": 15}
+    assert f.location.span.start_line == line_with(path, "12,val,nan") == 26
+    assert f.message.startswith("eval loss (loss (Phase val)) is nan at step 12")
+    out = io.StringIO()
+    w = Watch(path, Config(), WatchOptions(), out=out, err=out)
+    w.poll_once()
+    assert report_json(w.logs[str(path)].report) == report_json(judge_file(path, Config()))

@@ -127,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="number of output classes (LM vocabulary or labels) for TP-LOSS-ABOVE-UNIFORM")
     watch.add_argument("--num-classes", metavar="C", type=int,
                        help="number of labels of a classifier (the same bound as --vocab-size)")
+    watch.add_argument("--column", metavar="SERIES=NAME", action="append", default=None,
+                       help="read the log's column NAME as SERIES (loss, eval_loss, lr, step, ...); repeatable")
     serve = sub.add_parser("serve", help="run the language server on stdio (needs the `lsp` extra)")
     # vscode-languageclient appends --stdio for TransportKind.stdio; stdio is the only transport.
     serve.add_argument("--stdio", action="store_true", help=argparse.SUPPRESS)

@@ -112,8 +112,10 @@ def compare_run(run: Run, baseline: Baseline, config: Config, own: Report | None
         where = baseline.location or Location(path=baseline.path)
         return _not_compared(artefact, baseline, _finding(CMP_ERROR_RULE.id, CMP_ERROR_RULE.level, reason, where),
                              reason, kept)
+    parts = engine.split_runs(run, config)
+    latest = parts[-1]  # a log of appended runs: its latest run is the one compared
     try:
-        pair = align(run, baseline.run, config.limits_for(UNCOMPARABLE_RULE), baseline_report=baseline.report)
+        pair = align(latest, baseline.run, config.limits_for(UNCOMPARABLE_RULE), baseline_report=baseline.report)
     except Uncomparable as e:
         reason = f"cannot compare with baseline {baseline.run.path}: {e}"
         side = run if e.side == "run" else baseline.run
@@ -127,6 +129,14 @@ def compare_run(run: Run, baseline: Baseline, config: Config, own: Report | None
     summary: dict[str, Number] = dict(pair.summary())
     summary["baseline_verdict"] = baseline.report.verdict.value if baseline.report else None
     summary["run_verdict"] = own.verdict.value if own is not None else None
+    if len(parts) > 1:
+        loss = latest.get("loss") or latest.get("eval_loss")
+        span = latest.record_spans.span(loss.records[0]) if loss is not None else None
+        where = f" (from line {span.start_line + 1})" if span is not None else ""
+        summary["compared_segment"] = len(parts)
+        summary["common_note"] = "; ".join(x for x in (
+            f"this log holds {len(parts)} appended runs: the latest, run {len(parts)}{where}, is compared",
+            summary.get("common_note")) if isinstance(x, str))
     return Report(artefact=artefact, verdict=engine.verdict_of(findings), findings=tuple(findings),
                             checks=tuple(checks), baseline=baseline.artefact, comparison=summary)
 

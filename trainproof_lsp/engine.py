@@ -33,13 +33,12 @@ from .rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Rule, Skip, met
 from .rules.eventfile import CORRUPT_RULE, TRUNCATED_RULE
 from .rules.nonfinite import NAN_RULE
 from .rules.steps import APPENDED_RULE as APPENDED_RUNS, seams
+from .tfevents import EventFileScan
 
-NAN_RULE_ID = NAN_RULE.id
 # Formats whose records are the file's rows in order, so a step going back is a row
 # written later (event files are merged and sorted by step; MLflow numbers each metric
-# file's lines apart).
+# file's lines apart): only these are split into appended runs.
 _ROW_ORDER_FORMATS = frozenset({"hf-trainer-state", "metrics-jsonl", "metrics-json", "metrics-csv"})
-from .tfevents import EventFileScan
 
 _READERS: dict[str, Callable[..., Run]] = {
     "hf-trainer-state": read_trainer_state,
@@ -112,10 +111,19 @@ def judge_run(run: Run, config: Config, *, kind: str = "metrics",
     """All enabled metric rules over one run; `extra` findings (reader damage reports)
     join the rule findings. A log of several appended runs is split and each run judged
     on its own (`judge_segments`)."""
-    cuts = seams(run, config.limits_for(APPENDED_RUNS)) if run.format in _ROW_ORDER_FORMATS else ()
-    if cuts:
-        return judge_segments(run, cuts, config, kind=kind, extra=extra)
+    bounds = _segment_bounds(run, config)
+    if len(bounds) > 2:
+        return judge_segments(run, bounds, config, kind=kind, extra=extra)
     return _judge_one(run, config, kind=kind, extra=extra)
+
+
+def _segment_bounds(run: Run, config: Config) -> tuple[int, ...]:
+    """Record bounds of the runs appended in one log: (0, seam, ..., end); (0, end) for a
+    log of one run."""
+    cuts = seams(run, config.limits_for(APPENDED_RUNS)) if run.format in _ROW_ORDER_FORMATS else ()
+    # Rows come in file order, so each series' last record is its latest row.
+    end = max((s.records[-1] for s in run.series.values() if len(s)), default=0) + 1
+    return (0, *cuts, end)
 
 
 def _eval_as_loss(run: Run) -> Run:
@@ -171,16 +179,19 @@ def _judge_eval_only(run: Run, ev: Series, ctx: Context, config: Config,
     derived = _eval_as_loss(run)
     what = f"eval loss ({ev.source_name}; the log has no train loss)"
     rules = metric_rules()
-    on_eval = [r for r in rules if LOSS in r.needs and r.id != NAN_RULE_ID]
+    on_eval = [r for r in rules if LOSS in r.needs and r.id != NAN_RULE.id]
 
     def precheck(rule: Rule) -> str | None:
-        if rule.id == NAN_RULE_ID:
+        if rule.id == NAN_RULE.id:
             return "no train loss in the log; TP-NAN-EVAL judges its eval loss"
         return missing_series(rule)
 
+    def missing_in_derived(rule: Rule) -> str | None:
+        missing = [name for name in rule.needs if derived.get(name) is None]
+        return f"no {' or '.join(missing)} series in the log" if missing else None
+
     own_f, own_c = run_rules([r for r in rules if r not in on_eval], run, ctx, config, precheck=precheck)
-    ev_f, ev_c = run_rules(on_eval, derived, ctx, config,
-                           precheck=lambda r: None if r.needs == (LOSS,) else missing_series(r))
+    ev_f, ev_c = run_rules(on_eval, derived, ctx, config, precheck=missing_in_derived)
     ev_f = [dataclasses.replace(f, message=f"{what}: {f.message}", evidence={**f.evidence, "series": EVAL_LOSS})
             for f in ev_f]
     ev_c = [c if c.ran else dataclasses.replace(c, reason=f"{what}: {c.reason}") for c in ev_c]
@@ -188,13 +199,12 @@ def _judge_eval_only(run: Run, ev: Series, ctx: Context, config: Config,
     return own_f + ev_f, [by_id[r.id] for r in rules if r.id in by_id]
 
 
-def judge_segments(run: Run, cuts: tuple[int, ...], config: Config, *, kind: str = "metrics",
+def judge_segments(run: Run, bounds: tuple[int, ...], config: Config, *, kind: str = "metrics",
                    extra: Iterable[Finding] = ()) -> Report:
-    """A log of several appended runs (rules/steps.seams): every run judged on its own,
-    so no finding spans a seam. One report for the file: its findings are the runs'
-    (each message names its run and lines), `segments` holds each run's sub-report."""
-    last_record = max((r for s in run.series.values() for r in s.records), default=0)
-    bounds = (0, *cuts, last_record + 1)
+    """A log of several appended runs (record `bounds` from rules/steps.seams): every run
+    judged on its own, so no finding spans a seam. One report for the file: its findings
+    are the runs' (each message names its run and lines), `segments` holds each run's
+    sub-report."""
     count = len(bounds) - 1
     findings: list[Finding] = [f for f in extra if config.enabled(BY_ID[f.id])]
     segments: list[Segment] = []
@@ -213,19 +223,19 @@ def judge_segments(run: Run, cuts: tuple[int, ...], config: Config, *, kind: str
         mine = [dataclasses.replace(f, message=f"{f.message} [{tag}]", evidence={**f.evidence, "segment": k})
                 for f in report.findings]
         if k > 1 and config.enabled(APPENDED_RUNS):
-            prev = run.series[primary_name]
-            i = prev.records.index(primary.records[0])
+            whole = run.series[primary_name]
+            i = whole.records.index(primary.records[0])  # the seam: whole.steps[i] < whole.steps[i - 1]
             mine.append(Finding(
                 id=APPENDED_RUNS.id, level=APPENDED_RUNS.level,
                 message=(f"run {k} of {count} in this log starts here ({lines}steps {primary.steps[0]}-"
                          f"{primary.steps[-1]}, {len(primary)} {primary_name} points): the step goes back from "
-                         f"{prev.steps[i - 1]} to {prev.steps[i]}; judged on its own"),
+                         f"{whole.steps[i - 1]} to {whole.steps[i]}; judged on its own"),
                 evidence={"segment": k, "segments": count, "first_step": primary.steps[0],
-                          "last_step": primary.steps[-1], "previous_step": prev.steps[i - 1],
+                          "last_step": primary.steps[-1], "previous_step": whole.steps[i - 1],
                           "points": len(primary)},
                 location=run.location(primary.records[0]),
-                related=(Related(location=run.location(prev.records[i - 1]),
-                                 message=f"the run before ends at step {prev.steps[i - 1]}"),),
+                related=(Related(location=run.location(whole.records[i - 1]),
+                                 message=f"the run before ends at step {whole.steps[i - 1]}"),),
                 limits=APPENDED_RUNS.limits_dict(config.limits_for(APPENDED_RUNS))))
         findings.extend(mine)
         for c in report.checks:
@@ -252,6 +262,14 @@ def judge_segments(run: Run, cuts: tuple[int, ...], config: Config, *, kind: str
     return Report(artefact=Artefact(path=run.path, kind=kind, format=run.format, sources=run.sources),
                   verdict=verdict, findings=tuple(findings), checks=tuple(checks), reason=reason,
                   segments=tuple(segments))
+
+
+def split_runs(run: Run, config: Config) -> tuple[Run, ...]:
+    """The runs of a log of appended runs, in file order (the log itself when it holds one)."""
+    bounds = _segment_bounds(run, config)
+    if len(bounds) <= 2:
+        return (run,)
+    return tuple(_segment_run(run, lo, hi) for lo, hi in zip(bounds, bounds[1:]))
 
 
 def _segment_run(run: Run, lo: int, hi: int) -> Run:

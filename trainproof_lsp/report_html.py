@@ -677,6 +677,16 @@ def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index) -> str:
                    + (f" (judged alone: {escape(str(alone))})" if alone else "")
                    + (f"; aligned on the {escape(str(comparison.get('axis')))} axis" if comparison.get("axis") else "")
                    + "</p>")
+    if r.segments:  # a log of appended runs: each run judged on its own
+        out.append(f'<table class="segments"><caption>{len(r.segments)} runs appended in this log, each judged '
+                   "on its own</caption><thead><tr><th>run</th><th>lines</th><th>steps</th><th>points</th>"
+                   "<th>verdict</th><th>findings</th></tr></thead><tbody>" + "".join(
+                       f'<tr data-segment="{g.index}"><td>{g.index}</td><td class="mono">'
+                       + (f"{g.first_line + 1}-{g.last_line + 1}" if g.first_line is not None
+                          and g.last_line is not None else "–")
+                       + f'</td><td class="mono">{g.first_step}-{g.last_step}</td><td>{g.points}</td>'
+                       f"<td>{_badge(g.verdict.value)}</td><td>{escape(', '.join(g.findings)) or '–'}</td></tr>"
+                       for g in r.segments) + "</tbody></table>")
     if comparison.get("common_note"):  # the common span ends before a run does
         out.append(f'<p class="reason common-span">{escape(str(comparison["common_note"]))}</p>')
     if r.reason:

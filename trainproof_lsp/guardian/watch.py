@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Mapping, TextIO
 
 import msgspec
 
@@ -55,7 +55,7 @@ from ..detect import HEAD_BYTES, Detected, detect
 from ..engine import event_file_findings, not_checked, read_run
 from ..model import Finding, NotJudged, Outcome, ReadError, Report, Span, Verdict
 from ..readers.common import decode_json, to_float, to_step
-from ..readers.metrics import map_columns
+from ..readers.metrics import map_columns, row_columns, split_column
 from ..readers.tensorboard import normalise_tag, split_of
 from ..readers.trainer_state import read_trainer_state
 from ..tfevents import scan_event_bytes
@@ -86,16 +86,19 @@ class _RowMapper:
     """Rows of named values -> points, as readers/metrics.py `_build` maps them, with a
     column mapping that is recomputed only when a new column name appears."""
 
-    def __init__(self) -> None:
+    def __init__(self, column_map: Mapping[str, str] | None = None) -> None:
+        self.column_map = column_map  # the `columns` setting
         self.names: dict[str, None] = {}
         self.chosen: dict[str, str] = {}
         self.step_col: str | None = None
+        self.split_col: str | None = None
 
     def add(self, live: LiveRun, row: dict[str, Any], record: int) -> None:
         if any(k not in self.names for k in row):
             for k in row:
                 self.names.setdefault(k, None)
-            self.chosen, self.step_col = map_columns(self.names)
+            self.chosen, self.step_col = map_columns(self.names, self.column_map)
+            self.split_col = split_column(self.names)
             used = set(self.chosen.values()) | ({self.step_col} if self.step_col else set())
             live.unmapped = tuple(n for n in self.names if n not in used)
         if self.step_col is not None:
@@ -110,7 +113,7 @@ class _RowMapper:
                 return
         else:
             step = record
-        for series, col in self.chosen.items():
+        for series, col, source in row_columns(self.chosen, self.split_col, row):
             raw = row.get(col)
             if raw is None or raw == "":
                 continue
@@ -118,15 +121,16 @@ class _RowMapper:
             if v is None:
                 live.notes.append((record, f"{col} is {raw!r}, not a number; not used"))
                 continue
-            live.add(series, col, step, v, record)
+            live.add(series, source, step, v, record)
 
 
 class _Tailer:
     """One watched log: its growing run, read incrementally."""
 
-    def __init__(self, path: Path, fmt: str) -> None:
+    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None) -> None:
         self.path = path
         self.fmt = fmt
+        self.column_map = column_map  # the `columns` setting: names the alias table misses
         self.live = LiveRun(path=str(path), format=fmt)
         self.offset = 0
         self.head = b""
@@ -135,7 +139,7 @@ class _Tailer:
         return self.live.series_names()
 
     def _restart(self) -> None:
-        self.__init__(self.path, self.fmt)  # type: ignore[misc]
+        self.__init__(self.path, self.fmt, self.column_map)  # type: ignore[misc]
 
     def _read_new(self) -> tuple[bytes, bool] | None:
         """(appended bytes, was the file read again from the start); None when it cannot
@@ -175,11 +179,11 @@ class _Tailer:
 class _LineTailer(_Tailer):
     """JSONL and CSV/TSV: complete lines from the appended bytes."""
 
-    def __init__(self, path: Path, fmt: str) -> None:
-        super().__init__(path, fmt)
+    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None) -> None:
+        super().__init__(path, fmt, column_map)
         self.pending = b""
         self.lineno = 0  # lines consumed so far
-        self.mapper = _RowMapper()
+        self.mapper = _RowMapper(column_map)
         self.header: list[str] | None = None
         self.bad = 0
         self.first_bad: int | None = None
@@ -287,8 +291,8 @@ _DECODE = msgspec.json.Decoder()
 class _EventTailer(_Tailer):
     """TensorBoard event files: complete records appended since the last poll."""
 
-    def __init__(self, path: Path, fmt: str) -> None:
-        super().__init__(path, fmt)
+    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None) -> None:
+        super().__init__(path, fmt, column_map)
         self.prologue = b""
         self.prologue_records = 0
         self.records_read = 0
@@ -322,7 +326,7 @@ class _EventTailer(_Tailer):
         if new_tags:
             for t in scan.scalars:
                 self.tags.setdefault(normalise_tag(t, self.split), t)
-            chosen, _ = map_columns(self.tags)
+            chosen, _ = map_columns(self.tags, self.column_map)
             self.chosen = chosen
             self.by_tag = {self.tags[col]: series for series, col in chosen.items()}
         points = []
@@ -376,8 +380,8 @@ class _WholeTailer(_Tailer):
     """Logs rewritten whole (trainer_state.json) or read whole (Coqui text, JSON arrays):
     read again only when the size or mtime changes."""
 
-    def __init__(self, path: Path, fmt: str) -> None:
-        super().__init__(path, fmt)
+    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None) -> None:
+        super().__init__(path, fmt, column_map)
         self.signature: tuple[int, int] | None = None
         self.failed: tuple[tuple[int, int], str] | None = None
 
@@ -392,9 +396,10 @@ class _WholeTailer(_Tailer):
         try:
             data = self.path.read_bytes()
             if self.fmt == "hf-trainer-state":
-                run = read_trainer_state(self.path, data)
+                run = (read_trainer_state(self.path, data, columns=self.column_map) if self.column_map
+                       else read_trainer_state(self.path, data))
             else:
-                run = read_run(self.path, Detected("metrics", self.fmt), data)
+                run = read_run(self.path, Detected("metrics", self.fmt), data, columns=self.column_map)
         except (ReadError, OSError, ValueError, RecursionError) as e:
             # The writer may be mid-rewrite: an error counts only once the same bytes
             # fail twice.
@@ -417,12 +422,12 @@ class _WholeTailer(_Tailer):
         self.signature = None
 
 
-def make_tailer(path: Path, fmt: str) -> _Tailer:
+def make_tailer(path: Path, fmt: str, columns: Mapping[str, str] | None = None) -> _Tailer:
     if fmt in ("metrics-jsonl", "metrics-csv"):
-        return _LineTailer(path, fmt)
+        return _LineTailer(path, fmt, columns)
     if fmt == "tfevents":
-        return _EventTailer(path, fmt)
-    return _WholeTailer(path, fmt)
+        return _EventTailer(path, fmt, columns)
+    return _WholeTailer(path, fmt, columns)
 
 
 # --- the watch loop ------------------------------------------------------------------
@@ -544,7 +549,7 @@ class Watch:
                     continue
                 fmt = d.format
             self.ignored.pop(key, None)
-            self.logs[key] = _Watched(key=key, tailer=make_tailer(path, fmt),
+            self.logs[key] = _Watched(key=key, tailer=make_tailer(path, fmt, self.config.columns),
                                       judge=IncrementalJudge(self.config, self.options.schedule),
                                       last_growth=self.clock())
 

@@ -6,6 +6,7 @@ Who writes them and what they look like:
 - Lightning CSVLogger:    epoch,step,lr-AdamW,train_loss_step,train_loss_epoch,val_loss
                           rows fill only the columns logged at that step (others empty)
 - Keras CSVLogger:        epoch,loss,val_loss  (one row per epoch; epoch is the step)
+- long format:            epoch,phase,loss  (phase train/val: a val row's loss is the eval loss)
 
 Columns map onto canonical series through the alias table below; the first alias
 present wins. Names are matched as people write them: exactly (ignoring case) first, then
@@ -149,6 +150,32 @@ def map_columns(names: Iterable[str], mapping: Mapping[str, str] | None = None,
     return chosen, step
 
 
+# Long-format logs name the split in a column of its own ("phase,epoch,loss" with phase
+# train/val): rows of an eval split carry the eval loss in the loss column.
+_SPLIT_COLUMNS = frozenset({"split", "phase", "mode", "stage", "subset", "partition"})
+_EVAL_SPLITS = frozenset({"val", "valid", "validation", "eval", "evaluation", "dev", "test"})
+
+
+def split_column(names: Iterable[str]) -> str | None:
+    """The column that says which split a row belongs to, if the log has one."""
+    return next((n for n in names if normalise_name(n) in _SPLIT_COLUMNS), None)
+
+
+def row_columns(chosen: Mapping[str, str], split_col: str | None,
+                row: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(series, column, source name) to read from one row: every mapped column, except that
+    a row of an eval split (long format) gives only its eval loss, read from the eval-loss
+    column or else the loss column."""
+    tag = row.get(split_col) if split_col is not None else None
+    if not (isinstance(tag, str) and normalise_name(tag) in _EVAL_SPLITS):
+        return [(series, col, col) for series, col in chosen.items()]
+    for series in (EVAL_LOSS, LOSS):
+        col = chosen.get(series)
+        if col is not None and row.get(col) not in (None, ""):
+            return [(EVAL_LOSS, col, col if series == EVAL_LOSS else f"{col} ({split_col} {tag})")]
+    return []
+
+
 def no_loss_error(path: str, names: Iterable[str], what: str = "column") -> ReadError:
     """The one-line reason for a log whose loss the reader could not find: the names it
     saw, and the setting that maps one."""
@@ -170,6 +197,7 @@ def _build(path: Path, fmt: str, rows: list[dict[str, Any]], spans: RecordSpans,
     if LOSS not in chosen and EVAL_LOSS not in chosen:
         raise no_loss_error(str(path), names)
     columns = Columns()
+    split_col = split_column(names)
     for i, row in enumerate(rows):
         if step_col is not None:
             raw = row.get(step_col)
@@ -184,7 +212,7 @@ def _build(path: Path, fmt: str, rows: list[dict[str, Any]], spans: RecordSpans,
                 continue
         else:
             step = i
-        for series, col in chosen.items():
+        for series, col, source in row_columns(chosen, split_col, row):
             raw = row.get(col)
             if raw is None or raw == "":
                 continue
@@ -192,7 +220,7 @@ def _build(path: Path, fmt: str, rows: list[dict[str, Any]], spans: RecordSpans,
             if v is None:
                 notes.append((i, f"{col} is {raw!r}, not a number; not used"))
                 continue
-            columns.add(series, col, step, v, i)
+            columns.add(series, source, step, v, i)
     classes, config = adjacent.find_num_classes(path)
     used = set(chosen.values()) | ({step_col} if step_col else set())
     return Run(

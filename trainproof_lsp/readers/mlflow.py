@@ -12,7 +12,7 @@ from typing import Mapping
 
 from ..model import ReadError, RecordSpans, Run, RunMeta, Series
 from .common import to_float, to_step
-from .metrics import map_columns
+from .metrics import map_columns, no_loss_error
 
 
 def is_mlflow_run(folder: Path) -> bool:
@@ -27,8 +27,8 @@ def read_mlflow_run(folder: str | Path, *, columns: Mapping[str, str] | None = N
         raise ReadError(f"{root}: MLflow run without metric files")
     keys = {p.relative_to(metrics).as_posix(): p for p in files}
     chosen, _ = map_columns(keys, columns)
-    if not chosen:
-        raise ReadError(f"{root}: no loss metric to judge (metrics seen: {', '.join(sorted(keys))})")
+    if "loss" not in chosen and "eval_loss" not in chosen:
+        raise no_loss_error(str(root), keys, "metric")
     sources: list[str] = []
     starts: list[int] = []
     widths: list[int] = []

@@ -20,6 +20,7 @@ point into the right file.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -27,7 +28,7 @@ from typing import Mapping
 from ..model import ReadError, RecordSpans, Run, RunMeta, Series
 from ..tfevents import EventFileScan, read_event_file
 from . import adjacent
-from .metrics import map_columns, no_loss_error
+from .metrics import map_columns, no_loss_error, normalise_name
 
 # Split folders Keras writes under its log dir.
 _SPLIT_DIRS = {"train": "", "training": "", "validation": "val_", "val": "val_", "eval": "val_"}
@@ -35,6 +36,10 @@ _SPLIT_DIRS = {"train": "", "training": "", "validation": "val_", "val": "val_",
 _COQUI = {"trainiterstats/loss": "loss", "trainiterstats/current_lr": "lr",
           "trainiterstats/step_time": "step_time", "trainiterstats/loader_time": "data_time",
           "trainiterstats/grad_norm": "grad_norm", "evalstats/avg_loss": "eval_loss"}
+
+
+# A tag that names its split itself ("val_loss", "eval/loss") whatever folder it is in.
+_NAMES_SPLIT = re.compile(r"(?:^|_)(?:val|valid|validation|eval|evaluation|dev|test|train|training)(?:_|$)")
 
 
 def normalise_tag(tag: str, split_dir: str | None) -> str:
@@ -45,6 +50,10 @@ def normalise_tag(tag: str, split_dir: str | None) -> str:
     if split_dir is not None and low.startswith("epoch_"):
         # Keras: epoch_loss under validation/ is the validation loss.
         return _SPLIT_DIRS[split_dir] + low[len("epoch_"):]
+    if split_dir is not None and _SPLIT_DIRS[split_dir] and not _NAMES_SPLIT.search(normalise_name(tag)):
+        # A plain `loss` written by its own writer under validation/ is the validation
+        # loss, not more points of the train loss.
+        return _SPLIT_DIRS[split_dir] + tag
     return tag
 
 

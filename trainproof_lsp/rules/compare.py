@@ -863,7 +863,10 @@ span both cover; the two logs share no span of steps (nor of schedule fractions)
 `min_points` points each; or a loss in that span is zero or negative, where ratios mean
 nothing. The message says which side and why. Its limits also set the alignment every
 comparison rule uses: the start window (`start_fraction` of the common span), the end
-window (`end_fraction`), and the fewest points a window holds (`min_window_points`).
+window (`end_fraction`), the fewest points a window holds (`min_window_points`), and how
+far a side's loss may go on past the common span (`tail_fraction` of it) before the report
+states what was not compared (`comparison.common_note`: a run that turned NaN, a longer
+schedule).
 Why it matters: nothing was compared, so nothing can be said about the run against the
 baseline. Per CONTRACTS.md this is NOT-CHECKED (exit 2) — never a pass, never a failure;
 the published trainproof reports this ID as a FAIL.
