@@ -16,8 +16,8 @@ for both tools, and checks these targets (trainproof-lsp only):
   faulty        found (FAIL or WARN) by a rule that names the fault: >= 12/14 (the mapping
                 below says which rule IDs name which label)
   too short     the 8 logs too short to judge are never a bare PASS
-  appended      the file holding several appended runs is judged per segment (printed; marked
-                PENDING when this build does not split appended runs)
+  appended      the file holding several appended runs is judged per segment (its report lists
+                at least two segments)
 
 Which rules name which fault (label -> acceptable rule IDs). A finding of another rule on a
 faulty run is printed but does not count as found: a run flagged for the wrong reason teaches
@@ -72,10 +72,8 @@ def ours(folder: Path) -> dict:
     reports = [r for r in out.reports if r.artefact.kind in ("metrics", "comparison")]
     verdicts = [r.verdict.value for r in reports] or ["NOT-CHECKED"]
     flagged = sorted({f.id for r in reports for f in r.findings if f.level.value in ("FAIL", "WARN")})
-    # Per-segment judging (runs appended to one file) is recognised by what it says: a report
-    # or finding that names a segment.
-    segments = [r for r in reports if "segment" in f"{r.artefact.path} {r.artefact.format} {r.reason}".lower()
-                or any("segment" in f"{k} {f.message}".lower() for f in r.findings for k in f.evidence)]
+    # Runs appended to one file are judged one by one: each report lists them (Report.segments).
+    segments = [seg for r in reports for seg in r.segments]
     return {"verdict": worst(verdicts), "ids": flagged, "reports": len(reports), "segments": len(segments),
             "verdicts": verdicts}
 
@@ -197,12 +195,10 @@ def main() -> int:
     for text, ok in checks:
         print(f"  [{'ok' if ok else 'MISS'}] {text}")
     for entry, _, mine, _ in appended:
-        if mine["segments"] >= 2 or mine["reports"] >= 2:
-            print(f"  [ok] appended runs judged per segment: {entry['id']}: {mine['reports']} report(s), "
-                  f"verdicts {', '.join(mine['verdicts'])}")
-        else:
-            print(f"  [PENDING] appended runs judged per segment: {entry['id']} is judged as one run "
-                  f"({mine['verdict']}: {','.join(mine['ids']) or '-'}); this build does not split appended runs")
+        ok = mine["segments"] >= 2
+        checks.append(("", ok))
+        print(f"  [{'ok' if ok else 'MISS'}] appended runs judged per segment: {entry['id']}: "
+              f"{mine['segments']} segment(s) in {mine['reports']} report(s), verdict {mine['verdict']}")
     return 0 if all(ok for _, ok in checks) else 1
 
 
