@@ -54,6 +54,9 @@ Why it matters: the model gives NaN on held-out data — its weights are broken,
 pass overflows (fp16 without loss scaling at eval time); a checkpoint chosen "by eval loss"
 is chosen on NaN, and early stopping never fires. A finite train loss does not rescue it:
 the train loss can be an average that skipped the bad batches.
+Noisy, short and resumed logs: one non-finite value is enough, so it judges a log of any
+length (a single eval point included) and is not smoothed; in a file of appended runs each
+run is judged on its own, so a NaN in an earlier run is reported against that run.
 What it does not mean: nothing about why; an eval set with an empty batch (a division by
 zero in the averaging) gives NaN too — check the eval data before the weights.
 """

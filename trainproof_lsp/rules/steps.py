@@ -22,6 +22,10 @@ resumed at, a last log at the final step) — that is one run and is not flagged
 goes back to the start is a new run appended to the same file: the log is split there and
 each run judged on its own (TP-APPENDED-RUNS), never flagged here. An eval entry at the
 same step as a train entry belongs to another series and is fine.
+Noisy logs: the loss values play no part, only the steps. Short logs: two points are
+enough. Resumed runs: a resume that re-logs the step it resumed at is one repeat and is not
+flagged; a resume from an earlier checkpoint (the step goes back part-way) is the rewind
+this rule reports, with the step it went back to.
 """
 
 
