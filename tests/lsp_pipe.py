@@ -29,11 +29,12 @@ class PipeClient:
 
     def __init__(self, argv: list[str], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
                  settings: dict[str, Any] | None = None,
-                 answer: Callable[[dict], Any] | None = None) -> None:
+                 answer: Callable[[dict], Any] | None = None,
+                 preexec_fn: Callable[[], None] | None = None) -> None:
         self.settings = settings or {}
         self._answer = answer
         self.proc = subprocess.Popen(argv, cwd=cwd, env=None if env is None else dict(env), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec_fn)
         self.messages: list[dict] = []
         self._cond = threading.Condition()
         self._next_id = 0

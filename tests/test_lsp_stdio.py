@@ -135,7 +135,7 @@ def _limit_memory() -> None:
 
 
 def test_the_server_keeps_answering_after_every_kind_of_bad_frame(tmp_path):
-    client = _LimitedClient([sys.executable, "-m", "trainproof_lsp", "serve"], cwd=tmp_path)
+    client = PipeClient([sys.executable, "-m", "trainproof_lsp", "serve"], cwd=tmp_path, preexec_fn=_limit_memory)
     try:
         init = client.initialize(tmp_path, capabilities={})
         assert init["result"]["serverInfo"]["name"] == "trainproof-lsp"
@@ -158,7 +158,7 @@ def test_the_server_keeps_answering_after_every_kind_of_bad_frame(tmp_path):
 
 
 def test_a_600_mb_frame_is_refused_unread_under_a_1_gib_memory_limit(tmp_path):
-    client = _LimitedClient([sys.executable, "-m", "trainproof_lsp", "serve"], cwd=tmp_path)
+    client = PipeClient([sys.executable, "-m", "trainproof_lsp", "serve"], cwd=tmp_path, preexec_fn=_limit_memory)
     try:
         client.initialize(tmp_path, capabilities={})
         client.write(b"Content-Length: %d\r\n\r\n" % (600 << 20) + b'{"jsonrpc": "2.0", "method": "x", "params": "')
@@ -187,21 +187,3 @@ def test_a_request_with_ill_typed_params_gets_an_error_answer(method: str, param
     finally:
         code = client.close()
     assert code == 0
-
-
-class _LimitedClient(PipeClient):
-    """The server under a 1 GiB address-space limit."""
-
-    def __init__(self, argv, **kwargs) -> None:
-        import subprocess as sp
-
-        original = sp.Popen
-
-        def limited(*a, **k):
-            return original(*a, preexec_fn=_limit_memory, **k)
-
-        sp.Popen = limited
-        try:
-            super().__init__(argv, **kwargs)
-        finally:
-            sp.Popen = original
