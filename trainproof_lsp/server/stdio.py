@@ -7,6 +7,11 @@ bodies of 64 KiB and more go to msgspec. Everything after parsing (structuring i
 lsprotocol types, dispatch, responses) is pygls's. A body msgspec refuses (a lone UTF-16
 surrogate escape, say) is parsed by `json.loads` instead, so the server accepts exactly
 what pygls would.
+
+Unlike pygls's loop, a bad frame never leaves the server deaf (FrameReader: it is logged
+and skipped, and reading resynchronises on the next header; an oversize one is never
+allocated), and a request pygls cannot structure gets a JSON-RPC error answer instead of
+silence (docs/security.md).
 """
 
 from __future__ import annotations
