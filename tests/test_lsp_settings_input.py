@@ -114,3 +114,40 @@ def test_the_environment_check_names_the_interpreter_it_used(workspace: Path, tm
         assert f"env train.py with {result['python']} (the python setting)" in result["message"]
     finally:
         assert client.close() == 0
+
+
+# --- the checks themselves (server/children.py) ---------------------------------------------
+
+def test_a_child_never_has_the_working_folder_on_its_path(monkeypatch):
+    import os
+
+    from trainproof_lsp.server import children
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["", ".", "src", "/opt/lib", ""]))
+    launch = children.cli_child(["doctor", "--json", "--", "/w/run"])
+    assert launch.argv[:4] == (sys.executable, *children.SAFE_PATH_FLAGS, "-m", "trainproof_lsp")[:4]
+    assert launch.argv[-4:] == ("doctor", "--json", "--", "/w/run")
+    assert ("-P" in launch.argv) == (sys.version_info >= (3, 11))
+    assert Path(launch.cwd) == Path(__file__).resolve().parent.parent  # where trainproof_lsp lives
+    assert launch.env["PYTHONPATH"] == "/opt/lib"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep)
+    assert "PYTHONPATH" not in children.cli_child(["doctor"]).env
+
+
+def test_values_that_cannot_go_to_a_child(tmp_path: Path):
+    from trainproof_lsp.server.children import BadValue, existing_path, interpreter
+
+    (tmp_path / "run").mkdir()
+    assert existing_path("run", what="baseline", base=tmp_path) == tmp_path / "run"
+    for raw, why in [("", "not a path"), ("a\x00b", "not a path"), ("--html=x", "does not exist")]:
+        with pytest.raises(BadValue, match=why):
+            existing_path(raw, what="baseline", base=tmp_path)
+    with pytest.raises(BadValue, match="no workspace folder"):
+        existing_path("run", what="baseline", base=None)
+    with pytest.raises(BadValue, match="is not an existing file"):
+        existing_path("run", what="trainproof.configFile", base=tmp_path, file=True)
+    plain = tmp_path / "not-executable"
+    plain.write_text("")
+    with pytest.raises(BadValue, match="is not executable"):
+        interpreter(str(plain), what="trainproof.python")
+    assert interpreter(sys.executable, what="trainproof.python") == str(Path(sys.executable).absolute())
