@@ -6,6 +6,7 @@ capabilities are known, so a client is only offered what it can use.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -98,6 +99,20 @@ class TrainproofProtocol(LanguageServerProtocol):
 
     def _user(self, method: str):
         return self.fm.features.get(method)
+
+    def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        """An answer to a request the server stopped waiting for (workspace/configuration
+        after configurationTimeoutMs, a progress token, showDocument) is ignored quietly:
+        pygls would set it on the cancelled future and show "Error in server: CANCELLED"."""
+        future = self._request_futures.get(msg_id)
+        if future is not None and future.done():
+            self._request_futures.pop(msg_id, None)
+            text = f"late answer to request {msg_id} ignored: no longer waited for"
+            log.info("%s", text)
+            with contextlib.suppress(Exception):  # a log line for the client's log, not a message
+                self._server.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Log, message=text))
+            return
+        super()._handle_response(msg_id, result, error)
 
     @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: lsp.DidOpenTextDocumentParams):

@@ -1,7 +1,10 @@
 -- Neovim 0.11+: with editors/neovim on 'runtimepath', `vim.lsp.enable('trainproof')` alone
 -- starts the server with these defaults (no keymaps or code-lens refresh; use
 -- require('trainproof').setup() for those).
+-- The server runs in this plugin's folder, never the workspace (docs/security.md).
+local plugin_root = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h:h')
 return {
+  cmd_cwd = plugin_root,
   cmd = { vim.env.VIRTUAL_ENV and (vim.env.VIRTUAL_ENV .. '/bin/python') or 'python3', '-m', 'trainproof_lsp', 'serve' },
   filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python', 'jinja' },
   root_markers = { 'pyproject.toml', '.git' },

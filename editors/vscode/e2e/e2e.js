@@ -11,16 +11,25 @@
 //      palette ("trainproof: Show run" on the active log);
 //   4. runs "trainproof: Show output" from the command palette: the server was started
 //      from the bundled copy;
-// saving a screenshot of each step in the artefacts folder. Waits poll the DOM with a
-// deadline; nothing is assumed to have happened after a fixed sleep.
+//   5. opens a log with bare NaN (as HF writes them): it is a "Training log (JSON)", so
+//      every problem in the Problems panel is trainproof's (no "Value expected" from VS
+//      Code's JSON validator);
+// saving a screenshot of each step in the artefacts folder. With --untrusted (a window
+// whose folder is not trusted, holding modules that leave a marker file when imported):
+//   the malformed dataset and the NaN log still get their static diagnostics, the server
+//   says it runs in Restricted Mode, a "Run doctor" lens still answers, and no marker
+//   appears.
+// Waits poll the DOM with a deadline; nothing is assumed to have happened after a fixed sleep.
 //
-//   node e2e.js URL WORKSPACE ARTIFACTS
+//   node e2e.js URL WORKSPACE ARTIFACTS [--untrusted MARKERS_DIR]
 'use strict';
 const fs = require('fs');
 const path = require('path');
 const puppeteer = require('puppeteer-core');
 
-const [url, workspace, artifacts] = process.argv.slice(2);
+const [url, workspace, artifacts, mode, markers] = process.argv.slice(2);
+const UNTRUSTED = mode === '--untrusted';
+const NAN_LOG = path.join(workspace, 'runs', 'nan_loss', 'trainer_state.json');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const DATASET = path.join(workspace, 'data', 'train.jsonl');
 const TRAINER_STATE = path.join(workspace, 'runs', 'lr_hot_diverges', 'trainer_state.json');
@@ -54,7 +63,7 @@ async function waitFor(what, fn, timeout = TIMEOUT_MS) {
 }
 
 async function shot(page, name) {
-  const file = path.join(artifacts, name);
+  const file = path.join(artifacts, UNTRUSTED ? `untrusted-${name}` : name);
   await page.screenshot({ path: file });
   results.screenshots.push(file);
   console.log(`  screenshot: ${file}`);
@@ -131,6 +140,67 @@ async function runCommand(page, title) {
   await page.keyboard.press('Enter');
 }
 
+// The NaN log: trainproof's problems, and nobody else's (VS Code's JSON validator would
+// flag every bare NaN: the log's language is "Training log (JSON)", which it does not check).
+async function nanLogProblems(page, prefix) {
+  await openFile(page, NAN_LOG);
+  await showProblems(page);
+  const rows = await waitFor('a TP-NAN problem for the NaN log', async () => {
+    const got = await problemRows(page);
+    return got.some((r) => r.includes('TP-NAN')) ? got : undefined;
+  }) || await problemRows(page);
+  results.problems.nanLog = rows;
+  rows.forEach((r) => console.log(`  problem: ${r}`));
+  const problems = rows.filter((r) => r.includes('[Ln '));
+  const foreign = problems.filter((r) => !/TP-[A-Z]/.test(r));
+  check(`${prefix}NaN log: Problems panel shows TP-NAN`, problems.some((r) => r.includes('TP-NAN')));
+  check(`${prefix}NaN log: only trainproof's problems (${problems.length}), none from the JSON validator`,
+    problems.length > 0 && foreign.length === 0, foreign.join(' | ') || undefined);
+  const mode = await waitFor('the language mode in the status bar', () => page.$$eval('.statusbar-item',
+    (els) => els.map((e) => e.innerText.trim()).find((t) => t === 'Training log (JSON)')), 20000);
+  check(`${prefix}NaN log: language mode "Training log (JSON)"`, mode, mode);
+}
+
+async function untrusted(page) {
+  // Static checks only, in Restricted Mode: the dataset and the NaN log are still judged.
+  await openFile(page, DATASET);
+  const squiggle = await waitFor(`a squiggle on line ${MALFORMED_LINE} of train.jsonl`, () => squiggleOnLine(page, MALFORMED_LINE));
+  check(`untrusted: dataset squiggle on line ${MALFORMED_LINE}`, squiggle, squiggle);
+  await showProblems(page);
+  const rows = await waitFor('a TP-PRE-MALFORMED-JSONL problem', async () => {
+    const got = await problemRows(page);
+    return got.some((r) => r.includes('TP-PRE-MALFORMED-JSONL')) ? got : undefined;
+  }) || [];
+  check('untrusted: Problems panel shows TP-PRE-MALFORMED-JSONL', rows.some((r) => r.includes('TP-PRE-MALFORMED-JSONL')));
+  await shot(page, '01-dataset.png');
+  await nanLogProblems(page, 'untrusted: ');
+  // A server command that runs a child process (doctor) still answers, from outside the folder.
+  const doctorLens = await waitFor('the Run doctor code lens', async () => {
+    const handle = await page.evaluateHandle(() => [...document.querySelectorAll('.codelens-decoration a')]
+      .find((a) => a.innerText.trim() === 'Run doctor'));
+    return handle.asElement() || undefined;
+  });
+  if (doctorLens) await doctorLens.click();
+  const toast = doctorLens && await waitFor('the doctor result notification', () => page.$$eval(
+    '.notifications-toasts .notification-list-item-message', (els) => els.map((e) => e.innerText.trim())
+      .find((t) => t.startsWith('trainproof doctor'))));
+  check('untrusted: "Run doctor" answers', toast, toast);
+  await shot(page, '02-nan-log-and-doctor.png');
+  await runCommand(page, 'trainproof: Show output');
+  const output = await waitFor('the server log in the output channel', async () => {
+    const text = await page.$$eval('.part.panel .monaco-editor .view-line',
+      (els) => els.map((e) => e.innerText.replace(/\u00a0/g, ' ')).join(''));
+    return text.includes('server started') ? text : undefined;
+  }, 30000) || '';
+  const started = /starting the server[^\n]*?\]/.exec(output.replace(/\s+/g, ' '));
+  check('untrusted: the server runs in Restricted Mode from the bundled copy',
+    started && started[0].includes('Restricted Mode') && started[0].includes('bundled copy'), started ? started[0] : undefined);
+  await shot(page, '03-output-channel.png');
+  const left = fs.readdirSync(markers);
+  results.markers = left;
+  check('untrusted: no workspace code ran and no setting wrote a file (no marker)', left.length === 0, left.join(', ') || 'none');
+}
+
 (async () => {
   fs.mkdirSync(artifacts, { recursive: true });
   const browser = await puppeteer.launch({
@@ -142,6 +212,10 @@ async function runCommand(page, title) {
     const page = await browser.newPage();
     await page.setViewport({ width: 1400, height: 900 });
     page.on('pageerror', (e) => console.log(`  page error: ${e.message}`));
+    if (UNTRUSTED) {
+      await untrusted(page);
+      return;
+    }
 
     // 1. The dataset: a squiggle and a Problems row with the rule id at the malformed line.
     await openFile(page, DATASET);
@@ -243,14 +317,19 @@ async function runCommand(page, title) {
     check('output channel: the server started from the bundled copy', started && started[0].includes('bundled copy'),
       started ? started[0] : undefined);
     await shot(page, '05-output-channel.png');
+
+    // 5. A log with bare NaN: only trainproof's problems.
+    await nanLogProblems(page, '');
+    await shot(page, '06-nan-log-problems.png');
   } finally {
     await browser.close();
-    fs.writeFileSync(path.join(artifacts, 'result.json'), JSON.stringify(results, null, 2));
+    fs.writeFileSync(path.join(artifacts, UNTRUSTED ? 'untrusted-result.json' : 'result.json'), JSON.stringify(results, null, 2));
   }
+})().then(() => {
   const failed = results.checks.filter((c) => !c.ok);
   console.log(`${results.checks.length - failed.length} passed, ${failed.length} failed`);
   process.exit(failed.length ? 1 : 0);
-})().catch((e) => {
+}).catch((e) => {
   console.error(e);
   process.exit(2);
 });

@@ -15,11 +15,17 @@ M.defaults = {
   python = nil,
   -- The whole command, instead of `python -m trainproof_lsp serve`.
   cmd = nil,
+  -- The folder the server runs in. nil: this plugin's own folder. Never the workspace:
+  -- `python -m` puts its working folder first on sys.path, so a cloned repository's
+  -- `json.py` or `pygls/` would run on open (docs/security.md).
+  cmd_cwd = nil,
   filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python', 'jinja' },
   -- The first folder upwards holding one of these is the workspace root.
   root_markers = { 'pyproject.toml', '.git' },
   -- The server's settings (section "trainproof"; names as in docs/editors.md), e.g.
-  -- { maxDiagnosticsPerFile = 200, checkEnvironment = true }.
+  -- { maxDiagnosticsPerFile = 200, checkEnvironment = true }. Check environment imports
+  -- with `python` on PATH (an activated virtual environment's) unless
+  -- settings.python names the project's interpreter.
   settings = {},
   -- Buffer-local keymaps on attach; false for none, or a table overriding some of them.
   keymaps = {
@@ -54,6 +60,14 @@ end
 
 function M.cmd()
   return config.cmd or { python(), '-m', 'trainproof_lsp', 'serve' }
+end
+
+-- This plugin's folder (editors/neovim): lua/trainproof/init.lua is two levels below it.
+local PLUGIN_ROOT = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h:h:h')
+
+-- Where the server process runs: never the workspace (see cmd_cwd above).
+function M.cmd_cwd()
+  return config.cmd_cwd or PLUGIN_ROOT
 end
 
 -- The folder above `path` that holds a root marker, else the file's own folder.
@@ -137,6 +151,7 @@ function M.lsp_config()
     name = NAME,
     capabilities = capabilities,
     cmd = M.cmd(),
+    cmd_cwd = M.cmd_cwd(),
     filetypes = config.filetypes,
     root_markers = config.root_markers,
     -- initializationOptions and the answer to workspace/configuration("trainproof")
