@@ -172,3 +172,8 @@ def test_a_configured_entrypoint_is_a_training_script():
 
 def test_the_servers_head_size_is_the_engines():
     assert analysis.HEAD_BYTES == DETECT_HEAD_BYTES
+
+
+def test_a_chat_template_file_is_a_tokenizer_document():
+    kind = kind_of(Path("/w/tok/chat_template.jinja"), b"{% for message in messages %}")
+    assert (kind.kind, kind.lint) == ("config", True)

@@ -215,13 +215,15 @@ class ServerState:
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
 
     def publish_extras(self, uri: str, diagnostics: list[lsp.Diagnostic]) -> None:
-        """A command's diagnostics for an open document."""
+        """A command's diagnostics for an open document, less those the buffer's own
+        check already shows (the environment check repeats the script's foot-guns)."""
         self.extras[uri] = diagnostics
         result = self.analyzer.results.get(uri)
+        own = result.diagnostics if result is not None else []
         if uri in self.pulled or result is None:
-            self.publish(uri, diagnostics)
+            self.publish(uri, not_shown(own, diagnostics))
         else:
-            self.publish(uri, result.diagnostics + diagnostics, result.version)
+            self.publish(uri, own + not_shown(own, diagnostics), result.version)
 
     def publish_result(self, result: DocResult, previous: DocResult | None) -> None:
         if result.uri in self.pulled:
@@ -234,12 +236,23 @@ class ServerState:
             # Every client takes pushed diagnostics. A pull client may never pull a
             # document it does not display (Neovim pulls only for shown buffers), so it
             # is pushed until its first pull.
-            self.publish(result.uri, result.diagnostics + self.extras.get(result.uri, []), result.version)
+            self.publish(result.uri, result.diagnostics + not_shown(result.diagnostics, self.extras.get(result.uri, [])),
+                         result.version)
             self.pushed.add(result.uri)
         if self.features.code_lens and self.features.code_lens_refresh and (
                 previous is None or previous.report is None or result.report is None
                 or previous.report.verdict != result.report.verdict):
             self.server.workspace_code_lens_refresh(None)
+
+
+def not_shown(own: list[lsp.Diagnostic], extras: list[lsp.Diagnostic]) -> list[lsp.Diagnostic]:
+    """`extras` without the diagnostics `own` already has (same rule at the same range)."""
+    def key(d: lsp.Diagnostic) -> tuple:
+        r = d.range
+        return (d.code, r.start.line, r.start.character, r.end.line, r.end.character)
+
+    seen = {key(d) for d in own}
+    return [d for d in extras if key(d) not in seen]
 
 
 class TrainproofServer(LanguageServer):
