@@ -102,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("rule_id", nargs="?", metavar="ID")
     rules.add_argument("--markdown", action="store_true", help="print docs/rules.md")
     rules.add_argument("--json", action="store_true", help="rule metadata as JSON")
-    watch = sub.add_parser("watch", help="tail a growing log (or a run folder) and print each verdict change")
+    watch = sub.add_parser("watch", help="tail a growing log (or a run folder) and print each verdict change; "
+                           "waits for a log that does not exist yet")
     watch.add_argument("target", type=Path, metavar="LOG_OR_DIR")
     watch.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between polls (default 2)")
     watch.add_argument("--until-fail", action="store_true", help="exit 1 once a FAIL is confirmed")
@@ -116,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="settings file (TOML with [tool.trainproof]); default: nearest pyproject.toml")
     watch.add_argument("--vocab-size", metavar="N", type=int,
                        help="number of output classes (LM vocabulary or labels) for TP-LOSS-ABOVE-UNIFORM")
-    serve = sub.add_parser("serve", help="run the language server on stdio (needs the `lsp` extra)")
+    serve = sub.add_parser("serve", help="run the language server on stdio")
     # vscode-languageclient appends --stdio for TransportKind.stdio; stdio is the only transport.
     serve.add_argument("--stdio", action="store_true", help=argparse.SUPPRESS)
     return parser
