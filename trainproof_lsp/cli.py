@@ -43,7 +43,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="settings file (TOML with [tool.trainproof]); default: nearest pyproject.toml")
     p.add_argument("--vocab-size", metavar="N", type=int,
                    help="number of output classes (LM vocabulary or labels) for TP-LOSS-ABOVE-UNIFORM")
-    p.add_argument("-v", "--verbose", action="store_true", help="list checks that ran and files passed over")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also list the checks that ran, each skipped check with its reason, INFO findings "
+                        "and files passed over")
 
 
 def _html_option(p: argparse.ArgumentParser) -> None:
