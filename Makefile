@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-under-load bench docs clean real-clients e2e-deps vsix e2e
+.PHONY: setup demo test test-under-load bench docs clean real-clients e2e-deps vsix e2e e2e-run
 
 # What `make demo` needs: trainproof-lsp (editable) and its runtime dependencies.
 $(BASE_STAMP): pyproject.toml
@@ -58,17 +58,29 @@ real-clients: setup
 e2e-deps:
 	@test -x /usr/bin/chromium || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
-# The VS Code extension (editors/vscode): the .vsix with the server and its Python
-# dependencies bundled (scripts/bundle_python.py), built from the registries only.
+# The VS Code extension (editors/vscode): one .vsix per target platform, each with the
+# server and its Python dependencies for that platform bundled (scripts/bundle_python.py,
+# from the registries only): editors/vscode/trainproof-<target>-0.1.0.vsix.
+# linux-x64 is built last: `make e2e` installs the newest .vsix into code-server here.
 VSCODE := editors/vscode
+VSIX_TARGETS := linux-arm64 darwin-x64 darwin-arm64 win32-x64 linux-x64
 vsix: setup
 	cd $(VSCODE) && npm ci --no-audit --no-fund --loglevel=error
-	$(PY) $(VSCODE)/scripts/bundle_python.py
-	cd $(VSCODE) && rm -f *.vsix && npm run package
+	cd $(VSCODE) && rm -f *.vsix
+	@for t in $(VSIX_TARGETS); do \
+	  echo "== $$t"; \
+	  $(PY) $(VSCODE)/scripts/bundle_python.py --target $$t || exit 1; \
+	  (cd $(VSCODE) && npm run --silent package -- --target $$t) || exit 1; \
+	done
+	@ls -l $(VSCODE)/*.vsix
 
 # The .vsix in a real VS Code (code-server 4.100.3 from npm, installed under
 # editors/vscode/e2e/.cache) driven by headless Chromium; screenshots in test-artifacts/.
-e2e: vsix
+e2e: vsix e2e-run
+
+# The e2e alone, on the .vsix files already built (.ci/run builds them before `make test`,
+# whose tests/test_vsix.py opens them).
+e2e-run:
 	$(VSCODE)/e2e/run-e2e.sh
 
 bench: setup

@@ -12,6 +12,7 @@ import { BUNDLED_LIBS_DIR, DOCUMENT_PATTERN, SECTION, SERVER_COMMANDS, SERVER_ID
 import { traceError, traceInfo, traceLog, traceWarn } from './logging';
 import { Interpreter, checkPythonVersion, resolveInterpreter } from './python';
 import { ImportStrategy, getClientSettings, getServerSettings } from './settings';
+import { bundledServerProblem } from './bundle';
 
 export interface ServerLaunch {
     command: string;
@@ -158,6 +159,18 @@ export class ServerController implements Disposable {
         const haveBundle = fs.existsSync(path.join(libs, 'trainproof_lsp'));
         if (settings.importStrategy === 'useBundled' && !haveBundle) {
             traceWarn(`no bundled server in ${libs} (a development build?): using the interpreter's own trainproof-lsp`);
+        }
+        // A .vsix for another platform: say which one to install (common/bundle.ts).
+        const misfit = settings.importStrategy === 'useBundled' && haveBundle ? bundledServerProblem(libs) : undefined;
+        if (misfit) {
+            traceError(misfit);
+            this.host.onState('failed', misfit);
+            void window.showErrorMessage(`trainproof: ${misfit}`, 'Show output').then((choice) => {
+                if (choice) {
+                    this.host.output.show();
+                }
+            });
+            return;
         }
         const launch = serverLaunch(this.interpreter.command, settings.importStrategy, haveBundle ? libs : undefined,
             workspaceRoot(folder));
