@@ -31,8 +31,8 @@ def test_default_output_is_findings_one_verdict_line_per_report_and_counts():
     assert "fixtures/hf_runs/lr_hot_diverges/trainer_state.json:292:5: FAIL TP-DIVERGE loss level 91.31 " \
            "at the end (step 120) is 22.23x its best level 4.107 (around step 3); limit 1.5x" in findings
     assert len(findings) == 14
-    assert lines[-2] == "7 report(s): 4 FAIL, 1 WARN, 2 PASS; 7 passed over. Worst: FAIL"
-    assert lines[-1] == "111 check(s) ran, 15 skipped (-v lists them and why each was skipped)"
+    assert lines[-2] == "7 report(s): 4 FAIL, 1 WARN, 2 PASS; 7 passed over. Worst: FAIL"  # 7 script checks on make_hf_runs.py
+    assert lines[-1] == "112 check(s) ran, 15 skipped (-v lists them and why each was skipped)"
 
 
 def test_verbose_output_keeps_the_checked_and_skipped_lists():
