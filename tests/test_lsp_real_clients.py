@@ -11,6 +11,7 @@ fails instead of skipping.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -62,15 +63,21 @@ def test_headless_neovim_shows_dataset_and_log_diagnostics_at_their_lines(name: 
     shutil.copy(DATASET, dataset)
     run = tmp_path / "output"
     shutil.copytree(DIVERGING, run)
+    chat = tmp_path / "chat.jsonl"  # line 3: messages[1] is an empty assistant turn
+    chat.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"What is {i} + {i}?"},
+                                                     {"role": "assistant", "content": "" if i == 2 else str(2 * i)}]})
+                            + "\n" for i in range(4)), encoding="utf-8")
     out = tmp_path / "diagnostics.tsv"
     env = {**os.environ, "TP_PYTHON": sys.executable, "TP_REPO": str(REPO), "TP_OUT": str(out),
-           "TP_FILES": f"{dataset}:{run / 'trainer_state.json'}", "XDG_STATE_HOME": str(tmp_path / "state"),
+           "TP_FILES": f"{dataset}:{run / 'trainer_state.json'}:{chat}", "XDG_STATE_HOME": str(tmp_path / "state"),
            "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data")}
     proc = subprocess.run([nvim, "--headless", "--clean", "-c", f"luafile {SCRIPT}"], env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     lines = out.read_text().splitlines() if out.exists() else []
     assert lines, f"{name} wrote nothing: {proc.stdout} {proc.stderr}"
-    header, rows = lines[0], [line.split("\t") for line in lines[1:]]
+    header = lines[0]
+    rows = [line.split("\t") for line in lines[1:] if not line.startswith("#")]
+    hovers = {(r[1], int(r[2])): r[3] for r in (line.split("\t") for line in lines[1:] if line.startswith("#hover"))}
     found = {(r[0], int(r[1]), r[2]) for r in rows}
     trainer_state = (run / "trainer_state.json").read_text().splitlines()
     # TP-DIVERGE sits on the log entry of step 120: its "{" line, 1-based in Neovim's count.
@@ -78,4 +85,9 @@ def test_headless_neovim_shows_dataset_and_log_diagnostics_at_their_lines(name: 
     assert ("trainer_state.json", step_120 + 1 - 5, "TP-DIVERGE") in found, lines
     if datasets.available():
         assert ("train.jsonl", 6, "TP-PRE-MALFORMED-JSONL") in found, lines
+        assert ("chat.jsonl", 3, "TP-PRE-EMPTY-ASSISTANT") in found, lines
         assert proc.returncode == 0 and "ok=true" in header
+        # The hover's Markdown escapes the index, so the editor shows `messages[1]`, not a
+        # shortcut link rendered as `messages1`.
+        hover = hovers[("chat.jsonl", 3)]
+        assert "messages\\[1\\]" in hover and "messages[1]" not in hover, hover

@@ -74,6 +74,10 @@ def test_neovim_setup_shows_the_diverging_runs_findings_lens_and_hover(name: str
     assert {"<Space>tl", "<Space>tr", "K", "<Space>td"} <= set(keymaps), keymaps
     assert "code lens" in keymaps["<Space>tl"]
 
+    # setup() without settings sends an empty object: no "must be an object" warning
+    shown = [text for (text,) in rows.get("message", [])]
+    assert not [m for m in shown if "settings" in m and "trainproof" in m], shown
+
     (hover,) = rows["hover"]
     assert any(rule in hover[0] for rule in ("TP-DIVERGE", "TP-DEAD-RUN")), hover
     (command,) = rows["command"]

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -41,69 +40,131 @@ def line(step: int, diverge_at: int | None = None) -> str:
     return json.dumps({"step": step, "loss": loss_at(step, diverge_at), "learning_rate": 1e-3}) + "\n"
 
 
-def cli(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "trainproof_lsp", "watch", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+# A generous bound for a CLI that should answer in well under a second: only a hung
+# watch ever reaches it, and then the test fails instead of hanging the suite.
+DEADLINE = 120.0
 
 
-def test_until_fail_exits_1_within_seconds_of_the_divergence(tmp_path):
-    log = tmp_path / "metrics.jsonl"
-    log.write_text("", encoding="utf-8")
-    diverged_at: list[float] = []
+class Cli:
+    """`trainproof-lsp watch ARGS` with its stdout and stderr read by two threads as the
+    lines come, so a test waits for what the watch says (an event), not for the clock."""
 
-    def writer():
-        with log.open("a", encoding="utf-8") as fh:
-            for step in range(1, 400):
-                text = line(step, diverge_at=80)
-                fh.write(text[:7])  # a partial line first: the watcher must wait for the rest
-                fh.flush()
-                fh.write(text[7:])
-                fh.flush()
-                if step == 81:
-                    diverged_at.append(time.monotonic())
-                time.sleep(0.01)
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "trainproof_lsp", "watch", *args], cwd=ROOT,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: dict[str, list[str]] = {"out": [], "err": []}
+        self.changed = threading.Condition()
+        self.readers = [threading.Thread(target=self._read, args=(stream, name), daemon=True)
+                        for stream, name in ((self.proc.stdout, "out"), (self.proc.stderr, "err"))]
+        for t in self.readers:
+            t.start()
 
-    proc = cli(str(log), "--until-fail", "--interval", "0.1", "--json")
-    thread = threading.Thread(target=writer, daemon=True)
-    thread.start()
-    out, err = proc.communicate(timeout=60)
-    ended = time.monotonic()
-    assert proc.returncode == 1, err
-    assert diverged_at and ended - diverged_at[0] < 3.0, ended - diverged_at[0]
+    def _read(self, stream, name: str) -> None:
+        for text in iter(stream.readline, ""):
+            with self.changed:
+                self.lines[name].append(text)
+                self.changed.notify_all()
+        with self.changed:
+            self.changed.notify_all()
+
+    def wait_for(self, wanted: str, stream: str = "out") -> str:
+        """The first line of `stream` holding `wanted`; fails if the watch ends (or
+        DEADLINE passes) without saying it."""
+        def found() -> str | None:
+            return next((x for x in self.lines[stream] if wanted in x), None)
+
+        with self.changed:
+            ok = self.changed.wait_for(lambda: found() is not None or not any(t.is_alive() for t in self.readers),
+                                       timeout=DEADLINE)
+            got = found()
+        assert got is not None, f"the watch did not say {wanted!r} (ok={ok}): {self.lines}"
+        return got
+
+    def finish(self) -> tuple[int, str, str]:
+        """Wait for the watch to exit: (exit code, stdout, stderr)."""
+        try:
+            code = self.proc.wait(timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        for t in self.readers:
+            t.join(timeout=DEADLINE)
+        return code, "".join(self.lines["out"]), "".join(self.lines["err"])
+
+
+CONFIRM = 20  # records a FAIL must stand before --until-fail exits (passed as --confirm)
+
+
+def test_until_fail_exits_1_once_the_divergence_is_confirmed(tmp_path):
+    log = tmp_path / "metrics.jsonl"  # not there yet: the watch is started before training
+    # Confirmed by CONFIRM more records, or by the log stalling (when the writer outran the
+    # polls and the FAIL was first seen with the last record): either way, exit 1.
+    watch = Cli(str(log), "--until-fail", "--interval", "0.1", "--json", "--confirm", str(CONFIRM),
+                "--stall-timeout", "1")
+    watch.wait_for("waiting for", "err")  # the watch is up: only now does training start
+    last = 81 + CONFIRM + 30  # the writer stops here
+    with log.open("a", encoding="utf-8") as fh:
+        for step in range(1, last + 1):
+            text = line(step, diverge_at=80)
+            fh.write(text[:7])  # a partial line first: the watcher must wait for the rest
+            fh.flush()
+            fh.write(text[7:])
+            fh.flush()
+    code, out, err = watch.finish()
+    assert code == 1, err
+    assert "confirmed" in err and "exiting" in err and "Traceback" not in err
     events = [json.loads(x) for x in out.splitlines()]
     verdicts = [e for e in events if e["event"] == "verdict"]
-    assert verdicts[0]["verdict"] == "PASS" and verdicts[-1]["verdict"] == "FAIL"
-    assert verdicts[-1]["step"] > 80 and {"TP-DIVERGE"} & {f["id"] for f in verdicts[-1]["findings"]}
-    assert "Traceback" not in err
+    assert verdicts[-1]["verdict"] == "FAIL"
+    assert 80 < verdicts[-1]["step"] <= last and {"TP-DIVERGE"} & {f["id"] for f in verdicts[-1]["findings"]}
 
 
 def test_a_healthy_growing_log_keeps_the_watch_running_and_ctrl_c_ends_it_quietly(tmp_path):
     log = tmp_path / "metrics.jsonl"
     log.write_text(line(1), encoding="utf-8")
-    proc = cli(str(log), "--until-fail", "--interval", "0.1")
+    watch = Cli(str(log), "--until-fail", "--interval", "0.1")
+    watch.wait_for("watching")  # polling, with its Ctrl-C handling in place
     with log.open("a", encoding="utf-8") as fh:
         for step in range(2, 150):
             fh.write(line(step))
             fh.flush()
-            time.sleep(0.005)
-    time.sleep(0.5)
-    assert proc.poll() is None, "a healthy run must not end the watch"
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, (out, err)
+    watch.wait_for(": PASS")  # the log was judged...
+    assert watch.proc.poll() is None, "a healthy run must not end the watch"  # ...and the watch goes on
+    watch.proc.send_signal(signal.SIGINT)
+    code, out, err = watch.finish()
+    assert code == 0, (out, err)
     assert "Traceback" not in err and "stopped (Ctrl-C)" in out
     assert f"{log}: step" in out and ": PASS" in out and ": FAIL" not in out
 
 
-def test_a_missing_path_or_a_file_that_is_no_log_exits_2_at_once(tmp_path):
-    gone = cli(str(tmp_path / "nope.jsonl"))
-    out, err = gone.communicate(timeout=30)
-    assert gone.returncode == 2 and "no such file or folder" in out and "Traceback" not in err
+def test_a_log_that_does_not_exist_yet_is_waited_for(tmp_path):
+    log = tmp_path / "output" / "metrics.jsonl"  # not even its folder yet
+    watch = Cli(str(log), "--until-fail", "--interval", "0.1", "--stall-timeout", "1")
+    watch.wait_for(f"waiting for {log} to appear")
+    assert watch.proc.poll() is None
+    log.parent.mkdir()
+    log.write_text("".join(line(s, diverge_at=40) for s in range(1, 40 + CONFIRM + 30)), encoding="utf-8")
+    code, out, err = watch.finish()
+    assert code == 1, (out, err)
+    assert f"watching {log}" in out and f"{log}: step" in out and "FAIL" in out
+    assert "Traceback" not in err
+
+
+def test_ctrl_c_while_waiting_for_a_log_exits_2_quietly(tmp_path):
+    log = tmp_path / "never.jsonl"
+    watch = Cli(str(log), "--interval", "0.1")
+    watch.wait_for("waiting for")
+    watch.proc.send_signal(signal.SIGINT)
+    code, out, err = watch.finish()
+    assert code == 2 and "stopped (Ctrl-C)" in out and "no such file or folder" in out, (out, err)
+    assert "Traceback" not in err
+
+
+def test_a_file_that_is_no_log_exits_2_at_once(tmp_path):
     data = tmp_path / "weights.safetensors"
     data.write_bytes(b"\x00" * 16)
-    other = cli(str(data))
-    out, err = other.communicate(timeout=30)
-    assert other.returncode == 2 and "NOT-CHECKED" in out and "Traceback" not in err
+    code, out, err = Cli(str(data)).finish()
+    assert code == 2 and "NOT-CHECKED" in out and "Traceback" not in err
 
 
 def _watch(target: Path, **opts) -> tuple[Watch, io.StringIO]:
@@ -285,11 +346,27 @@ def test_with_until_fail_a_fail_in_a_log_that_stops_growing_is_final(tmp_path):
 
 
 def test_json_mode_says_why_a_path_cannot_be_watched(tmp_path):
-    proc = cli(str(tmp_path / "nope.jsonl"), "--json")
-    out, _ = proc.communicate(timeout=30)
+    data = tmp_path / "weights.safetensors"
+    data.write_bytes(b"\x00" * 16)
+    code, out, _ = Cli(str(data), "--json").finish()
     event = json.loads(out)
-    assert proc.returncode == 2 and event["event"] == "verdict" and event["verdict"] == "NOT-CHECKED"
-    assert "no such file or folder" in event["reason"]
+    assert code == 2 and event["event"] == "verdict" and event["verdict"] == "NOT-CHECKED"
+    assert str(data) in event["reason"]
+
+
+def test_a_watch_given_up_before_the_log_appears_says_no_such_file(tmp_path):
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    out = io.StringIO()
+    w = Watch(tmp_path / "nope.jsonl", Config(), WatchOptions(interval=1.0), out=out, err=out,
+              clock=lambda: now[0], sleep=sleep)
+    outcome = w.run(max_seconds=5)
+    (report,) = outcome.reports
+    assert report.verdict.value == "NOT-CHECKED" and "no such file or folder" in report.reason
+    assert out.getvalue().count("waiting for") == 1
 
 
 def test_tensor_scalars_whose_metadata_came_in_an_earlier_chunk_are_still_read(tmp_path):
@@ -327,3 +404,21 @@ def whole_series(path: Path) -> dict:
 
     run, _ = read_event_files([path])
     return dict(run.series)
+
+
+def test_an_hf_output_folder_run_is_named_as_doctor_names_it(tmp_path):
+    from trainproof_lsp.engine import doctor
+
+    out_dir = tmp_path / "output"
+    for n in (10, 20):  # checkpoints only: the top-level trainer_state.json comes at the end
+        folder = out_dir / f"checkpoint-{n}"
+        folder.mkdir(parents=True)
+        hist = [{"step": s, "loss": loss_at(s), "learning_rate": 1e-3} for s in range(1, 2 * n + 1)]
+        (folder / "trainer_state.json").write_text(json.dumps({"log_history": hist}, indent=2), encoding="utf-8")
+    w, out = _watch(out_dir)
+    w.poll_once()
+    (report,) = doctor([out_dir], Config()).reports
+    name = str(out_dir / "checkpoint-20" / "trainer_state.json")
+    assert report.artefact.path == name
+    assert out.getvalue().startswith(f"{name}: step 40: PASS")
+    assert [r.artefact.path for r in w.outcome().reports] == [name]

@@ -49,7 +49,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-classes", metavar="C", type=int,
                    help="number of labels of a classifier (the same bound as --vocab-size) for "
                         "TP-AT-CHANCE and TP-LOSS-ABOVE-UNIFORM")
-    p.add_argument("-v", "--verbose", action="store_true", help="list checks that ran and files passed over")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also list the checks that ran, each skipped check with its reason, INFO findings "
+                        "and files passed over")
 
 
 def _html_option(p: argparse.ArgumentParser) -> None:
@@ -111,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("rule_id", nargs="?", metavar="ID")
     rules.add_argument("--markdown", action="store_true", help="print docs/rules.md")
     rules.add_argument("--json", action="store_true", help="rule metadata as JSON")
-    watch = sub.add_parser("watch", help="tail a growing log (or a run folder) and print each verdict change")
+    watch = sub.add_parser("watch", help="tail a growing log (or a run folder) and print each verdict change; "
+                           "waits for a log that does not exist yet")
     watch.add_argument("target", type=Path, metavar="LOG_OR_DIR")
     watch.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between polls (default 2)")
     watch.add_argument("--until-fail", action="store_true", help="exit 1 once a FAIL is confirmed")
@@ -129,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="number of labels of a classifier (the same bound as --vocab-size)")
     watch.add_argument("--column", metavar="SERIES=NAME", action="append", default=None,
                        help="read the log's column NAME as SERIES (loss, eval_loss, lr, step, ...); repeatable")
-    serve = sub.add_parser("serve", help="run the language server on stdio (needs the `lsp` extra)")
+    serve = sub.add_parser("serve", help="run the language server on stdio")
     # vscode-languageclient appends --stdio for TransportKind.stdio; stdio is the only transport.
     serve.add_argument("--stdio", action="store_true", help=argparse.SUPPRESS)
     return parser

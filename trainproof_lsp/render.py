@@ -111,7 +111,13 @@ _LEVEL_OF = {rule.id: rule.level for rule in REGISTRY}
 
 
 def to_text(o: Outcome, *, verbose: bool = False) -> str:
+    """The text report. By default: every FAIL/WARN/NOT-CHECKED finding on its line, one
+    verdict line per report (with how many checks ran and were skipped), and a closing
+    summary, so the findings of a `doctor .` over a project stay in view. `verbose` adds
+    per report the checks that ran, each skipped check with its reason, every INFO
+    finding and the files passed over (JSON always has all of it)."""
     out: list[str] = []
+    ran_total = skipped_total = 0
     for r in o.reports:
         shown: dict[str, int] = {}
         hidden: dict[str, int] = {}
@@ -138,6 +144,8 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
                 where, why = r.artefact.path, r.reason
             out.append(f"{where}: NOT-CHECKED {why}")
             continue
+        ran_total += len(ran)
+        skipped_total += len(skipped)
         counted = [f for f in r.findings if f.level in (Level.FAIL, Level.WARN)]
         sources = f" ({len(r.artefact.sources)} sources)" if len(r.artefact.sources) > 1 else ""
         if r.artefact.kind == "tokenizer":  # a folder: say what in it was judged
@@ -159,16 +167,14 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
                        + (f" ({', '.join(shown)})" if (shown := sorted(
                            {i for i in g.findings if i in _LEVEL_OF and _LEVEL_OF[i] in (Level.FAIL, Level.WARN)}))
                           else ""))
-        if verbose or r.verdict is Verdict.PASS:
-            out.append(f"   checked: {', '.join(ran) if ran else 'nothing'}")
+        if not verbose:
+            continue
+        out.append(f"   checked: {', '.join(ran) if ran else 'nothing'}")
         by_reason: dict[str, list[str]] = {}
         for c in skipped:
             by_reason.setdefault(c.reason, []).append(c.group)
         for reason, groups in by_reason.items():
             out.append(f"   skipped {', '.join(groups)}: {reason}")
-        infos = [f for f in r.findings if f.level is Level.INFO]
-        if infos and not verbose:
-            out.append(f"   info: {'; '.join(f'{f.id} {f.message}' for f in infos[:2])}")
     for n in o.not_judged:
         out.append(f"{n.path}: not judged: {n.reason}")
     if verbose:
@@ -181,6 +187,9 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
     extra = f"; {len(o.not_judged)} not judged" if o.not_judged else ""
     extra += f"; {len(o.passed_over)} passed over" if o.passed_over and not verbose else ""
     out.append(f"{len(o.reports)} report(s): {summary or 'none'}{extra}. Worst: {o.worst_verdict.value}")
+    if not verbose and len(o.reports) > 1:  # (one report's own line says it already)
+        out.append(f"{ran_total} check(s) ran, {skipped_total} skipped"
+                   + (" (-v lists them and why each was skipped)" if skipped_total else " (-v lists them)"))
     out.extend(ranking_table(o.reports))
     return "\n".join(out) + "\n"
 

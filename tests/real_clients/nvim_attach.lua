@@ -7,6 +7,7 @@
 -- on 0.11+/0.12 (vim.lsp.start, pull diagnostics). Opens every file, attaches the server,
 -- waits until each buffer has diagnostics, then writes one line per diagnostic:
 --   <file name> TAB <1-based line> TAB <code> TAB <severity> TAB <message>
+-- and one "#hover" line per buffer (below)
 -- and quits (exit code 0 when every buffer got diagnostics, 1 otherwise).
 local python = os.getenv('TP_PYTHON') or 'python3'
 local repo = os.getenv('TP_REPO') or '.'
@@ -52,6 +53,23 @@ for _, buf in ipairs(buffers) do
     local code = d.code or (d.user_data and d.user_data.lsp and d.user_data.lsp.code)
     table.insert(lines, string.format('%s\t%d\t%s\t%d\t%s', name, d.lnum + 1, tostring(code), d.severity,
       (d.message:gsub('[\t\n]', ' '))))
+  end
+end
+-- Hover on each buffer's first diagnostic, as the client receives it (Markdown source):
+--   #hover TAB <file name> TAB <1-based line> TAB <the hover text, whitespace folded>
+for _, buf in ipairs(buffers) do
+  local d = vim.diagnostic.get(buf)[1]
+  if d then
+    local params = { textDocument = { uri = vim.uri_from_bufnr(buf) }, position = { line = d.lnum, character = d.col } }
+    local answers = vim.lsp.buf_request_sync(buf, 'textDocument/hover', params, 10000) or {}
+    for _, answer in pairs(answers) do
+      local contents = answer.result and answer.result.contents
+      if contents then
+        local text = type(contents) == 'table' and (contents.value or vim.inspect(contents)) or tostring(contents)
+        table.insert(lines, string.format('#hover\t%s\t%d\t%s', vim.fn.fnamemodify(vim.api.nvim_buf_get_name(buf), ':t'),
+          d.lnum + 1, (text:gsub('%s+', ' '))))
+      end
+    end
   end
 end
 vim.fn.writefile(lines, out_path)

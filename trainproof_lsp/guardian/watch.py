@@ -28,6 +28,9 @@ printed is always the registry's verdict over the whole log so far, evaluated on
 bounded-cost schedule. A line (or, with --json, a verdict-stream object as in
 stream.py) is printed when the verdict or its FAIL/WARN rule ids change.
 
+A log (or run folder) that does not exist yet is waited for: `watch` is often started
+before the training run that writes it.
+
 --until-fail exits 1 once a FAIL has stood for `--confirm` more records (default: the
 unrecovered-spike rule's look-ahead, as the training callbacks use; see core.py) or the
 log has stopped growing for --stall-timeout seconds. --stall-timeout S reports a log that
@@ -445,6 +448,13 @@ class _Watched:
     stalled: bool = False
     fail_since: int | None = None  # records at the first FAIL of the current streak
 
+    @property
+    def name(self) -> str:
+        """The log as `doctor` names its run: the file read now. In an HF output_dir
+        that is the newest checkpoint's trainer_state.json until the top-level one is
+        written (`key`, the output_dir's trainer_state.json, only keeps the run apart)."""
+        return str(self.tailer.path)
+
 
 @dataclass
 class WatchOptions:
@@ -562,7 +572,7 @@ class Watch:
             live = w.tailer.live
             report: Report | None
             if got.error is not None:
-                report = not_checked(w.key, "metrics", w.tailer.fmt, got.error)
+                report = not_checked(w.name, "metrics", w.tailer.fmt, got.error)
                 w.judge.report = report
             elif got.grew or got.replaced:
                 report = w.judge.update(live, extra=got.extra, force=got.replaced,
@@ -573,14 +583,14 @@ class Watch:
                 w.last_growth = now
                 if w.stalled:
                     w.stalled = False
-                    self._emit(stall_event(path=w.key, step=live.last_step(), seconds=0.0, stalled=False),
-                               [f"{w.key}: growing again"])
+                    self._emit(stall_event(path=w.name, step=live.last_step(), seconds=0.0, stalled=False),
+                               [f"{w.name}: growing again"])
             elif (self.options.stall_timeout is not None and not w.stalled
                   and now - w.last_growth >= self.options.stall_timeout):
                 w.stalled = True
                 waited = now - w.last_growth
-                self._emit(stall_event(path=w.key, step=live.last_step(), seconds=waited, stalled=True),
-                           [f"{w.key}: stalled: no growth for {waited:.0f} s (last step {live.last_step()})"])
+                self._emit(stall_event(path=w.name, step=live.last_step(), seconds=waited, stalled=True),
+                           [f"{w.name}: stalled: no growth for {waited:.0f} s (last step {live.last_step()})"])
             if report is not None:
                 w.report = report
                 key = finding_key(report)
@@ -588,9 +598,9 @@ class Watch:
                     previous = w.said[0] if w.said else None
                     w.said = key
                     step = live.last_step()
-                    self._emit(verdict_event(report, source="watch", path=w.key, step=step,
+                    self._emit(verdict_event(report, source="watch", path=w.name, step=step,
                                              records=live.records, previous=previous),
-                               [f"{w.key}: {line}" if i == 0 else line
+                               [f"{w.name}: {line}" if i == 0 else line
                                 for i, line in enumerate(change_lines(report, step, previous))])
             self._confirm(w)
 
@@ -607,12 +617,12 @@ class Watch:
             if self.options.until_fail:
                 why = "the log stalled" if w.stalled and records - w.fail_since < self.confirm else \
                     f"still standing {records - w.fail_since} record(s) later"
-                self._info(f"{w.key}: FAIL {', '.join(fail_ids(report))} confirmed ({why}); exiting")
+                self._info(f"{w.name}: FAIL {', '.join(fail_ids(report))} confirmed ({why}); exiting")
 
     # --- the loop ---------------------------------------------------------------------
     def outcome(self) -> Outcome:
         reports: list[Report] = [w.report for w in self.logs.values() if w.report is not None]
-        pending = [NotJudged(path=w.key, reason="nothing logged yet") for w in self.logs.values()
+        pending = [NotJudged(path=w.name, reason="nothing logged yet") for w in self.logs.values()
                    if w.report is None]
         if not self.logs:
             where = str(self.target)
@@ -620,12 +630,38 @@ class Watch:
                                        f"{where}: no training log to watch"))
         return Outcome(reports=tuple(reports), not_judged=tuple(pending))
 
+    def _appeared(self) -> bool:
+        """The target is there to be judged: a folder, or a file with its first bytes (a
+        log the trainer has just created is empty until its first write)."""
+        try:
+            return self.target.is_dir() or self.target.stat().st_size > 0
+        except OSError:
+            return False
+
+    def _wait_for_target(self, start: float, max_seconds: float | None) -> bool:
+        """A watch started before the training run: wait for the log (or the run folder)
+        to appear, saying so once. False when Ctrl-C or `max_seconds` came first."""
+        if self._appeared():
+            return True
+        self._info(f"waiting for {self.target} to appear (Ctrl-C to stop)")
+        try:
+            while not self._appeared():
+                if max_seconds is not None and self.clock() - start >= max_seconds:
+                    return False
+                self.sleep(self.options.interval)
+        except KeyboardInterrupt:
+            self._info("stopped (Ctrl-C)")
+            return False
+        return True
+
     def run(self, *, max_seconds: float | None = None) -> Outcome:
-        """Poll until --until-fail is met, Ctrl-C, or `max_seconds` (tests) pass."""
+        """Wait for the target, then poll until --until-fail is met, Ctrl-C, or
+        `max_seconds` (tests) pass."""
         start = self.clock()
         early = None
-        if not self.target.exists():
-            early = not_checked(str(self.target), "unknown", "unknown", f"{self.target}: no such file or folder")
+        if not self._wait_for_target(start, max_seconds):
+            why = "no such file or folder" if not self.target.exists() else "still empty"
+            early = not_checked(str(self.target), "unknown", "unknown", f"{self.target}: {why}")
         elif self.target.is_file():
             d = _detect(self.target)
             if d.kind != "metrics" or d.format == "mlflow":

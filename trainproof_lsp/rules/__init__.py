@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..model import Level
 from . import chance, compare, dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
-from . import checkpoint, entrypoint, env, script
+from . import checkpoint, entrypoint, env, script, script_best_strategy
 from . import dataset, tokenizer, tokens
 from .base import Context, Rule, Skip
 
@@ -83,6 +83,7 @@ REGISTRY: tuple[Rule, ...] = (
     compare.CMP_ERROR_RULE,
     *checkpoint.RULES,  # explicit tuples in rules/checkpoint.py, rules/script.py, rules/env.py
     *script.RULES,
+    script_best_strategy.RULE,  # rules/script_best_strategy.py
     *env.RULES,
     entrypoint.FROM_CWD_RULE,
     *dataset.DATASET_RULES,  # rules/dataset.py, rules/tokens.py, rules/tokenizer.py

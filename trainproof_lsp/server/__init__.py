@@ -12,11 +12,11 @@ def serve(argv: list[str] | None = None) -> int:
     """Run the server on stdin/stdout until the client exits it."""
     try:
         from .app import build_server
-    except ImportError as e:  # pygls/lsprotocol are the `lsp` extra
+    except ImportError as e:  # pygls/lsprotocol are base dependencies: a broken install
         import sys
 
-        print(f"trainproof-lsp serve needs the language-server extra: pip install 'trainproof-lsp[lsp]' ({e})",
-              file=sys.stderr)
+        print(f"trainproof-lsp serve cannot import its language-server dependencies ({e}); "
+              "reinstall trainproof-lsp with pip (it brings pygls and lsprotocol)", file=sys.stderr)
         return 2
     build_server().start_io()
     return 0

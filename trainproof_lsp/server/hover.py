@@ -7,6 +7,7 @@ every client renders (no images, no HTML).
 from __future__ import annotations
 
 import math
+import re
 from bisect import bisect_left
 from typing import Any, Sequence
 
@@ -37,6 +38,19 @@ def sparkline(values: Sequence[float]) -> str:
     return "".join(out)
 
 
+# Characters that Markdown reads as syntax inside a line of prose: links and images
+# (`messages[1]` would lose its brackets as a shortcut link), emphasis, code spans, HTML,
+# table cells, strikethrough, headings. Backslash-escaped, they show as themselves in
+# every CommonMark renderer (VS Code, Neovim 0.7's lsp_markdown syntax and 0.10+'s
+# tree-sitter markdown both conceal the backslash).
+_MARKDOWN_SYNTAX = re.compile(r"([\\`*_\[\]<>|~#!])")
+
+
+def escape_markdown(text: str) -> str:
+    """`text` as literal Markdown: every syntax character backslash-escaped."""
+    return _MARKDOWN_SYNTAX.sub(r"\\\1", text)
+
+
 def _number(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
@@ -65,19 +79,22 @@ def event_window(run: Run, finding: Finding) -> tuple[str, list[float], int, lis
             list(series.steps[lo:hi]))
 
 
-def hover_markdown(findings: Sequence[Finding], run: Run | None) -> str:
+def hover_markdown(findings: Sequence[Finding], run: Run | None, *, markdown: bool = True) -> str:
+    """The hover text. With `markdown`, prose from findings (messages, evidence values,
+    related messages) is escaped, so `messages[1]` shows as written; plain text is not."""
     from ..rules import BY_ID
 
+    esc = escape_markdown if markdown else (lambda text: text)
     parts = []
     for f in findings:
         rule = BY_ID.get(f.id)
         summary = rule.summary if rule else ""
-        lines = [f"**{f.id}** · {f.level.value} — {summary}", "", f.message]
+        lines = [f"**{f.id}** · {f.level.value} — {esc(summary)}", "", esc(f.message)]
         if f.evidence:
             lines += ["", "| evidence | value |", "|---|---|"]
-            lines += [f"| `{k}` | {_number(v)} |" for k, v in sorted(f.evidence.items())]
+            lines += [f"| `{k}` | {esc(_number(v))} |" for k, v in sorted(f.evidence.items())]
         if f.limits:
-            lines += ["", "limits: " + ", ".join(f"`{k}` = {_number(v)}" for k, v in sorted(f.limits.items()))]
+            lines += ["", "limits: " + ", ".join(f"`{k}` = {esc(_number(v))}" for k, v in sorted(f.limits.items()))]
         window = event_window(run, f) if run is not None else None
         if window is not None:
             name, values, at, steps = window
@@ -88,14 +105,14 @@ def hover_markdown(findings: Sequence[Finding], run: Run | None) -> str:
             lines += ["", f"{name}, steps {steps[0]}–{steps[-1]} ({rng}; ▲ = step {steps[at]}):",
                       "```text", line, marker, "```"]
         for r in f.related:
-            lines += ["", f"related: {r.message}"]
+            lines += ["", f"related: {esc(r.message)}"]
         lines += ["", f"`trainproof-lsp rules {f.id}` for the full rule doc"]
         parts.append("\n".join(lines))
     return "\n\n---\n\n".join(parts)
 
 
 def to_hover(findings: Sequence[Finding], run: Run | None, markdown: bool) -> lsp.Hover:
-    text = hover_markdown(findings, run)
+    text = hover_markdown(findings, run, markdown=markdown)
     kind = lsp.MarkupKind.Markdown if markdown else lsp.MarkupKind.PlainText
     return lsp.Hover(contents=lsp.MarkupContent(kind=kind, value=text))
 

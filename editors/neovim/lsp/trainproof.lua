@@ -8,5 +8,6 @@ return {
   cmd = { vim.env.VIRTUAL_ENV and (vim.env.VIRTUAL_ENV .. '/bin/python') or 'python3', '-m', 'trainproof_lsp', 'serve' },
   filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python', 'jinja' },
   root_markers = { 'pyproject.toml', '.git' },
-  settings = { trainproof = {} },
+  -- vim.empty_dict(): an empty Lua table would go out as a JSON array, not an object.
+  settings = { trainproof = vim.empty_dict() },
 }

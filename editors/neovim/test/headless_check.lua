@@ -10,6 +10,7 @@
 --   diag TAB <1-based line> TAB <code> TAB <severity> TAB <message>
 --   lens TAB <1-based line> TAB <title>
 --   keymap TAB <lhs> TAB <desc>
+--   message TAB <a message shown while the buffer was opened and judged>
 --   hover TAB <the hover text, 300 characters>
 --   command TAB TrainproofSetBaseline TAB <messages shown> TAB <the server's message>
 local out_path = os.getenv('TP_OUT') or 'nvim_setup.tsv'
@@ -19,8 +20,23 @@ local lines = {}
 local function emit(s) table.insert(lines, s) end
 
 vim.g.mapleader = ' '
+-- Every message the server shows from the start (window/showMessage, and vim.notify,
+-- through which newer Neovims show it): a settings warning on start would show here.
+local started = {}
+local startup_notify = vim.notify
+vim.notify = function(msg, ...)
+  table.insert(started, tostring(msg))
+  return startup_notify(msg, ...)
+end
+local startup_show = vim.lsp.handlers['window/showMessage']
+vim.lsp.handlers['window/showMessage'] = function(err, result, ctx, config)
+  table.insert(started, result and result.message or '')
+  return startup_show(err, result, ctx, config)
+end
 local trainproof = require('trainproof')
-trainproof.setup({ python = os.getenv('TP_PYTHON'), settings = { debounceMs = 0 } })
+-- As a user's init.lua calls it: no settings, so the server gets the defaults (an empty
+-- object, which an empty Lua table must not turn into a JSON array).
+trainproof.setup({ python = os.getenv('TP_PYTHON') })
 vim.cmd('edit ' .. vim.fn.fnameescape(file))
 local buf = vim.api.nvim_get_current_buf()
 
@@ -48,6 +64,12 @@ for _, m in ipairs(vim.api.nvim_buf_get_keymap(buf, 'n')) do
   if m.desc and m.desc:find('^trainproof') then
     emit(string.format('keymap\t%s\t%s', m.lhs:gsub(' ', '<Space>'), m.desc))
   end
+end
+
+vim.notify = startup_notify
+vim.lsp.handlers['window/showMessage'] = startup_show
+for _, msg in ipairs(started) do
+  emit('message\t' .. msg:gsub('%s+', ' '))
 end
 
 -- Hover through the buffer's K mapping: capture what the hover handler would show.

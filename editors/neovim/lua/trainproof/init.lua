@@ -10,7 +10,7 @@
 local M = {}
 
 M.defaults = {
-  -- The Python that has trainproof-lsp with its lsp extra (pip install 'trainproof-lsp[lsp]').
+  -- The Python that has trainproof-lsp installed (editors/neovim/README.md: how to install it).
   -- nil: $VIRTUAL_ENV's python, else python3.
   python = nil,
   -- The whole command, instead of `python -m trainproof_lsp serve`.
@@ -139,6 +139,10 @@ end
 -- The configuration both paths share (vim.lsp.config / vim.lsp.start / start_client).
 function M.lsp_config()
   local settings = config.settings or {}
+  if next(settings) == nil then
+    -- An empty Lua table is encoded as a JSON array ([]); the server wants an object.
+    settings = vim.empty_dict()
+  end
   local capabilities = nil
   local defaults = vim.lsp.protocol.make_client_capabilities()
   if not defaults.textDocument.codeLens then

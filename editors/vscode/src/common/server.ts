@@ -13,6 +13,7 @@ import { traceError, traceInfo, traceLog, traceWarn } from './logging';
 import { Interpreter, checkPythonVersion, interpreterFromPythonExtension, resolveInterpreter } from './python';
 import { bundledLibsPath, serverLaunch } from './launch';
 import { getClientSettings, getServerSettings, withWorkspacePython } from './settings';
+import { bundledServerProblem } from './bundle';
 
 export { ServerLaunch, bundledLibsPath, serverLaunch } from './launch';
 
@@ -125,6 +126,18 @@ export class ServerController implements Disposable {
             traceWarn(`no bundled server in ${libs} (a development build?): using the interpreter's own trainproof-lsp`);
         }
         // The extension's own folder, never the workspace (launch.ts).
+        // A .vsix for another platform: say which one to install (common/bundle.ts).
+        const misfit = settings.importStrategy === 'useBundled' && haveBundle ? bundledServerProblem(libs) : undefined;
+        if (misfit) {
+            traceError(misfit);
+            this.host.onState('failed', misfit);
+            void window.showErrorMessage(`trainproof: ${misfit}`, 'Show output').then((choice) => {
+                if (choice) {
+                    this.host.output.show();
+                }
+            });
+            return;
+        }
         const launch = serverLaunch(this.interpreter.command, settings.importStrategy, haveBundle ? libs : undefined,
             this.host.extensionRoot);
         traceInfo(`starting the server (${reason}): ${[launch.command, ...launch.args].join(' ')} ` +

@@ -1,0 +1,162 @@
+"""The install paths README.md names, done as a user does them: build the sdist and the
+wheel (`python -m build`), install the wheel into a fresh virtual environment with pip
+(its dependencies from the package index, through pip's own cache), then start
+`trainproof-lsp serve` and answer `initialize`, and run `doctor` on a shipped fixture.
+The `[lsp]` extra of older docs still resolves, and a git URL installs the same package.
+
+README.md's "Install" section is copied from the commands here (INSTALL_COMMANDS); a
+test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO / "fixtures" / "hf_runs" / "lr_hot_diverges"
+# Generous bounds for a build or an install over the network: reached only when
+# something hangs, and then the test fails instead of hanging the suite.
+BUILD_TIMEOUT = 900
+
+# The commands README.md shows (from a checkout), in the order this test runs them.
+INSTALL_COMMANDS = (
+    "python -m pip install build",
+    "python -m build --outdir dist .",
+    "python -m venv .venv-tp",
+    ".venv-tp/bin/pip install dist/trainproof_lsp-0.1.0-py3-none-any.whl",
+    ".venv-tp/bin/trainproof-lsp doctor fixtures/hf_runs/lr_hot_diverges",
+)
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT, **kw)
+    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory) -> dict[str, Path]:
+    """The sdist and the wheel, built as `python -m build` builds them: the sdist from
+    the checkout, the wheel from the sdist (so the sdist is known to be complete)."""
+    pytest.importorskip("build", reason="the `build` package is in the test extra")
+    out = tmp_path_factory.mktemp("dist")
+    src = tmp_path_factory.mktemp("src") / "trainproof-lsp"
+    # A copy of the tracked files, so the build leaves nothing in the checkout.
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=False)
+    if files.returncode != 0:
+        pytest.skip("not a git checkout: cannot list the tracked files to build from")
+    for name in files.stdout.decode().split("\0"):
+        if name and (REPO / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, src / name)
+    run([sys.executable, "-m", "build", "--outdir", str(out), str(src)])
+    got = {p.suffix if p.suffix == ".whl" else ".tar.gz": p for p in out.iterdir()}
+    assert set(got) == {".whl", ".tar.gz"}, sorted(out.iterdir())
+    assert got[".whl"].name == "trainproof_lsp-0.1.0-py3-none-any.whl"
+    return got
+
+
+@pytest.fixture(scope="module")
+def installed(dists, tmp_path_factory) -> Path:
+    """A fresh virtual environment with the wheel installed by pip: only the base
+    dependencies, exactly as `pip install trainproof-lsp` would."""
+    env_dir = tmp_path_factory.mktemp("venv") / ".venv-tp"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", str(dists[".whl"])])
+    return env_dir
+
+
+def _frame(message: dict) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def _read_message(stream) -> dict:
+    length = None
+    while True:
+        header = stream.readline()
+        assert header, "the server closed its output"
+        if header in (b"\r\n", b"\n"):
+            break
+        name, _, value = header.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    assert length is not None
+    return json.loads(stream.read(length))
+
+
+def test_the_wheel_in_a_fresh_venv_serves_initialize(installed, tmp_path):
+    proc = subprocess.Popen([str(installed / "bin" / "trainproof-lsp"), "serve"], cwd=tmp_path,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(_frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                 "params": {"processId": os.getpid(), "rootUri": tmp_path.as_uri(),
+                                            "capabilities": {}}}))
+        proc.stdin.flush()
+        while True:  # the server may log or notify before it answers
+            reply = _read_message(proc.stdout)
+            if reply.get("id") == 1:
+                break
+        assert reply["result"]["serverInfo"]["name"] == "trainproof-lsp", reply
+        assert "textDocumentSync" in reply["result"]["capabilities"], reply
+        for message in ({"jsonrpc": "2.0", "method": "initialized", "params": {}},
+                        {"jsonrpc": "2.0", "id": 2, "method": "shutdown"}):
+            proc.stdin.write(_frame(message))
+        proc.stdin.flush()
+        while _read_message(proc.stdout).get("id") != 2:
+            pass
+        proc.stdin.write(_frame({"jsonrpc": "2.0", "method": "exit"}))
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert b"Traceback" not in proc.stderr.read()
+
+
+def test_the_wheel_in_a_fresh_venv_runs_doctor_on_a_fixture(installed, tmp_path):
+    run_dir = tmp_path / "lr_hot_diverges"
+    shutil.copytree(FIXTURE, run_dir)
+    proc = subprocess.run([str(installed / "bin" / "trainproof-lsp"), "doctor", str(run_dir), "--json"],
+                          capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
+    assert proc.returncode == 1, proc.stderr
+    (report,) = json.loads(proc.stdout)["reports"]
+    assert report["verdict"] == "FAIL"
+    diverge = [f for f in report["findings"] if f["id"] == "TP-DIVERGE"]
+    assert [f["location"]["range"]["start"]["line"] + 1 for f in diverge] == [292]
+    # The package ran from the venv, not from the checkout.
+    where = subprocess.run([str(installed / "bin" / "python"), "-c",
+                            "import trainproof_lsp, pathlib; print(pathlib.Path(trainproof_lsp.__file__).parent)"],
+                           capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
+    assert Path(where).is_relative_to(installed), where
+
+
+def test_the_lsp_extra_of_older_docs_and_a_git_url_still_install(installed, dists, tmp_path):
+    pip = [str(installed / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall"]
+    run([*pip, f"trainproof-lsp[lsp] @ {dists['.whl'].as_uri()}"])
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("git URL install: not a git checkout here")
+    # pip's git URL form, with the checkout as the repository (a hosted URL works the same)
+    clone = tmp_path / "clone"
+    run(["git", "clone", "--quiet", str(REPO), str(clone)])
+    run([*pip, f"git+{clone.as_uri()}"])
+    proc = run([str(installed / "bin" / "trainproof-lsp"), "--version"])
+    assert proc.stdout.strip() == "trainproof-lsp 0.1.0"
+
+
+def test_readme_install_section_shows_the_commands_this_test_runs():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Install"):]
+    section = section[:section.index("\n## ", 1)]
+    assert "not yet on PyPI" in section
+    for command in INSTALL_COMMANDS:
+        assert command in section, command

@@ -1,0 +1,44 @@
+"""Default text output keeps findings in view: each FAIL/WARN finding on its line, one
+verdict line per report with how many checks ran and were skipped, and a closing summary.
+`-v` adds the checks that ran, each skipped check with its reason and INFO findings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def doctor_text(*args: str) -> tuple[int, list[str]]:
+    proc = subprocess.run([sys.executable, "-m", "trainproof_lsp", "doctor", "fixtures/hf_runs", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, proc.stdout.splitlines()
+
+
+def test_default_output_is_findings_one_verdict_line_per_report_and_counts():
+    code, lines = doctor_text()
+    assert code == 1
+    verdicts = [x for x in lines if x.startswith("== ")]
+    assert len(verdicts) == 7  # six fixture runs and make_hf_runs.py
+    assert "== fixtures/hf_runs/healthy/trainer_state.json (3 sources): PASS — 0 finding(s); " \
+           "18 check(s) ran, 2 skipped" in verdicts
+    assert not [x for x in lines if x.lstrip().startswith(("checked:", "skipped ", "info:"))]
+    assert not [x for x in lines if " INFO " in x or "passed over:" in x]
+    findings = [x for x in lines if ": FAIL TP-" in x or ": WARN TP-" in x]
+    assert "fixtures/hf_runs/lr_hot_diverges/trainer_state.json:292:5: FAIL TP-DIVERGE loss level 91.31 " \
+           "at the end (step 120) is 22.23x its best level 4.107 (around step 3); limit 1.5x" in findings
+    assert len(findings) == 14
+    assert lines[-2] == "7 report(s): 4 FAIL, 1 WARN, 2 PASS; 7 passed over. Worst: FAIL"  # 7 script checks on make_hf_runs.py
+    assert lines[-1] == "112 check(s) ran, 15 skipped (-v lists them and why each was skipped)"
+
+
+def test_verbose_output_keeps_the_checked_and_skipped_lists():
+    code, lines = doctor_text("-v")
+    assert code == 1
+    assert sum(1 for x in lines if x.startswith("   checked: ")) == 7
+    assert "   skipped TP-OVERFIT: no eval_loss series in the log" in lines
+    assert any(" INFO TP-THROUGHPUT " in x for x in lines)
+    assert lines[-1] == "7 report(s): 4 FAIL, 1 WARN, 2 PASS. Worst: FAIL"
