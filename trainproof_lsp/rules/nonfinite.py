@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import EVAL_LOSS, GRAD_NORM, LOSS, Hit, Level, Related, Run
+from ..model import EVAL_LOSS, GRAD_NORM, LOSS, Hit, Level, Related, Run, Series
 from .base import Context, NoLimits, Rule, Skip, fmt
 
 NAN_DOC = """The loss is NaN or infinite.
@@ -20,23 +20,28 @@ fp16 overflow without loss scaling, a log of zero, or a bad batch.
 """
 
 
-def check_nan_loss(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
-    loss = run.get(LOSS)
-    assert loss is not None
-    if loss.all_finite:
+def non_finite_hits(run: Run, series: Series, what: str, plural: str) -> Iterator[Hit]:
+    """One hit at the first NaN/Inf value of `series`, counting the rest."""
+    if series.all_finite:
         return
-    bad = [i for i, v in enumerate(loss.values) if not math.isfinite(v)]
+    bad = [i for i, v in enumerate(series.values) if not math.isfinite(v)]
     if not bad:
         return
     first = bad[0]
     yield Hit(
         message=(
-            f"loss is {loss.values[first]} at step {loss.steps[first]}; "
-            f"{len(bad)} of {len(loss)} logged losses are not finite (limit 0)"
+            f"{what} is {series.values[first]} at step {series.steps[first]}; "
+            f"{len(bad)} of {len(series)} logged {plural} are not finite (limit 0)"
         ),
-        evidence={"first_step": loss.steps[first], "count": len(bad), "points": len(loss)},
-        location=run.location(loss.records[first]),
+        evidence={"first_step": series.steps[first], "count": len(bad), "points": len(series)},
+        location=run.location(series.records[first]),
     )
+
+
+def check_nan_loss(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
+    loss = run.get(LOSS)
+    assert loss is not None
+    yield from non_finite_hits(run, loss, "loss", "losses")
 
 
 NAN_RULE = Rule(
@@ -65,18 +70,7 @@ zero in the averaging) gives NaN too — check the eval data before the weights.
 def check_nan_eval(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
     ev = run.get(EVAL_LOSS)
     assert ev is not None
-    if ev.all_finite:
-        return
-    bad = [i for i, v in enumerate(ev.values) if not math.isfinite(v)]
-    first = bad[0]
-    yield Hit(
-        message=(
-            f"eval loss ({ev.source_name}) is {ev.values[first]} at step {ev.steps[first]}; "
-            f"{len(bad)} of {len(ev)} logged eval losses are not finite (limit 0)"
-        ),
-        evidence={"first_step": ev.steps[first], "count": len(bad), "points": len(ev)},
-        location=run.location(ev.records[first]),
-    )
+    yield from non_finite_hits(run, ev, f"eval loss ({ev.source_name})", "eval losses")
 
 
 NAN_EVAL_RULE = Rule(
