@@ -22,23 +22,23 @@ def test_default_output_is_findings_one_verdict_line_per_report_and_counts():
     code, lines = doctor_text()
     assert code == 1
     verdicts = [x for x in lines if x.startswith("== ")]
-    assert len(verdicts) == 7  # six fixture runs and make_hf_runs.py
+    assert len(verdicts) == 8  # six fixture runs, make_hf_runs.py and the walked training_args.bin
     assert "== fixtures/hf_runs/healthy/trainer_state.json (3 sources): PASS — 0 finding(s); " \
-           "18 check(s) ran, 2 skipped" in verdicts
+           "20 check(s) ran, 2 skipped" in verdicts
     assert not [x for x in lines if x.lstrip().startswith(("checked:", "skipped ", "info:"))]
     assert not [x for x in lines if " INFO " in x or "passed over:" in x]
     findings = [x for x in lines if ": FAIL TP-" in x or ": WARN TP-" in x]
     assert "fixtures/hf_runs/lr_hot_diverges/trainer_state.json:292:5: FAIL TP-DIVERGE loss level 91.31 " \
            "at the end (step 120) is 22.23x its best level 4.107 (around step 3); limit 1.5x" in findings
-    assert len(findings) == 14
-    assert lines[-2] == "7 report(s): 4 FAIL, 1 WARN, 2 PASS; 7 passed over. Worst: FAIL"  # 7 script checks on make_hf_runs.py
-    assert lines[-1] == "112 check(s) ran, 15 skipped (-v lists them and why each was skipped)"
+    assert len(findings) == 16
+    assert lines[-2] == "8 report(s): 4 FAIL, 1 WARN, 3 PASS; 6 passed over. Worst: FAIL"
+    assert lines[-1] == "130 check(s) ran, 24 skipped (-v lists them and why each was skipped)"
 
 
 def test_verbose_output_keeps_the_checked_and_skipped_lists():
     code, lines = doctor_text("-v")
     assert code == 1
-    assert sum(1 for x in lines if x.startswith("   checked: ")) == 7
-    assert "   skipped TP-OVERFIT: no eval_loss series in the log" in lines
+    assert sum(1 for x in lines if x.startswith("   checked: ")) == 8
+    assert "   skipped TP-OVERFIT, TP-NAN-EVAL: no eval_loss series in the log" in lines
     assert any(" INFO TP-THROUGHPUT " in x for x in lines)
-    assert lines[-1] == "7 report(s): 4 FAIL, 1 WARN, 2 PASS. Worst: FAIL"
+    assert lines[-1] == "8 report(s): 4 FAIL, 1 WARN, 3 PASS. Worst: FAIL"

@@ -29,6 +29,9 @@ export const UNTRUSTED_OVERRIDES: Readonly<Record<string, unknown>> = {
 export const RESTRICTED_SETTINGS: readonly string[] = [
     'interpreter', 'importStrategy', 'checkEnvironment', 'python', 'baseline', 'configFile', 'entrypoints',
     'rulesDocsUrl',
+    // Column names passed to the server's children as --column=SERIES=NAME: text, so a
+    // workspace does not choose it in Restricted Mode either.
+    'columns',
 ];
 
 /** The server's settings with the workspace's interpreter for Check environment: the
