@@ -643,8 +643,8 @@ class Watch:
         to appear, saying so once. False when Ctrl-C or `max_seconds` came first."""
         if self._appeared():
             return True
-        self._info(f"waiting for {self.target} to appear (Ctrl-C to stop)")
-        try:
+        try:  # the message inside: a Ctrl-C right after it is read is still this wait's
+            self._info(f"waiting for {self.target} to appear (Ctrl-C to stop)")
             while not self._appeared():
                 if max_seconds is not None and self.clock() - start >= max_seconds:
                     return False
@@ -672,9 +672,9 @@ class Watch:
                 self._emit(verdict_event(early, source="watch", path=str(self.target), step=None,
                                          records=0, previous=None), [])
             return Outcome(reports=(early,))
-        self._info(f"watching {self.target} every {self.options.interval:g} s"
-                   + (" until a FAIL" if self.options.until_fail else "") + " (Ctrl-C to stop)")
         try:
+            self._info(f"watching {self.target} every {self.options.interval:g} s"
+                       + (" until a FAIL" if self.options.until_fail else "") + " (Ctrl-C to stop)")
             while True:
                 self.poll_once()
                 if self.options.until_fail and self.failed is not None:
