@@ -314,10 +314,14 @@ def _head(path: Path) -> bytes:
 
 def read_run(path: Path, detected: Detected, data: bytes | None = None, config: Config | None = None, *,
              columns: "Mapping[str, str] | None" = None) -> Run:
+    """A text log read into a Run, within the config's caps; `columns` (default: the
+    config's) names the series the alias table misses."""
     from .readers.trainer_state import check_caps
 
     reader = _READERS[detected.format]
-    caps = (config or Config()).caps
+    config = config or Config()
+    caps = config.caps
+    columns = config.columns if columns is None else columns
     if data is None:
         check_caps(path, None, caps)  # the size, before a byte is read
         data = path.read_bytes()
@@ -356,7 +360,7 @@ def judge_file(path: Path, config: Config, *, data: bytes | None = None,
     if detected.format == "tfevents":
         return judge_event_files([path], config)
     try:
-        run = read_run(path, detected, data, config, columns=config.columns)
+        run = read_run(path, detected, data, config)
     except ReadError as e:
         return not_checked(name, "metrics", detected.format, str(e), e)
     except OSError as e:
@@ -570,7 +574,7 @@ def _read_text_run(path: Path, detected: Detected, config: Config | None = None)
     try:
         if detected.format == "mlflow":
             return read_mlflow_run(path, columns=columns)
-        return read_run(path, detected, config=config, columns=columns)
+        return read_run(path, detected, config=config)
     except ReadError as e:
         return not_checked(str(path), "metrics", detected.format, str(e), e)
     except OSError as e:
