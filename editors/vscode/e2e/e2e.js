@@ -99,6 +99,15 @@ async function problemRows(page) {
   return page.$$eval('.markers-panel .monaco-tl-contents', (els) => els.map((e) => e.innerText.replace(/\s+/g, ' ').trim()));
 }
 
+// The Problems panel's rows once one of them names `id` (or, after the wait, whatever it shows).
+async function problemsWith(page, id) {
+  await showProblems(page);
+  return await waitFor(`a ${id} problem`, async () => {
+    const rows = await problemRows(page);
+    return rows.some((r) => r.includes(id)) ? rows : undefined;
+  }) || await problemRows(page);
+}
+
 async function showProblems(page) {
   // The Problems panel, opened through its command (Ctrl+Shift+M toggles it).
   const visible = await page.$('.markers-panel');
@@ -144,11 +153,7 @@ async function runCommand(page, title) {
 // flag every bare NaN: the log's language is "Training log (JSON)", which it does not check).
 async function nanLogProblems(page, prefix) {
   await openFile(page, NAN_LOG);
-  await showProblems(page);
-  const rows = await waitFor('a TP-NAN problem for the NaN log', async () => {
-    const got = await problemRows(page);
-    return got.some((r) => r.includes('TP-NAN')) ? got : undefined;
-  }) || await problemRows(page);
+  const rows = await problemsWith(page, 'TP-NAN');
   results.problems.nanLog = rows;
   rows.forEach((r) => console.log(`  problem: ${r}`));
   // A finding's related information is a child row, "file [Ln 82, Col 5] : message" (the
@@ -169,11 +174,7 @@ async function untrusted(page) {
   await openFile(page, DATASET);
   const squiggle = await waitFor(`a squiggle on line ${MALFORMED_LINE} of train.jsonl`, () => squiggleOnLine(page, MALFORMED_LINE));
   check(`untrusted: dataset squiggle on line ${MALFORMED_LINE}`, squiggle, squiggle);
-  await showProblems(page);
-  const rows = await waitFor('a TP-PRE-MALFORMED-JSONL problem', async () => {
-    const got = await problemRows(page);
-    return got.some((r) => r.includes('TP-PRE-MALFORMED-JSONL')) ? got : undefined;
-  }) || [];
+  const rows = await problemsWith(page, 'TP-PRE-MALFORMED-JSONL');
   check('untrusted: Problems panel shows TP-PRE-MALFORMED-JSONL', rows.some((r) => r.includes('TP-PRE-MALFORMED-JSONL')));
   await shot(page, '01-dataset.png');
   await nanLogProblems(page, 'untrusted: ');
@@ -224,11 +225,7 @@ async function untrusted(page) {
     await openFile(page, DATASET);
     const squiggle = await waitFor(`a squiggle on line ${MALFORMED_LINE} of train.jsonl`, () => squiggleOnLine(page, MALFORMED_LINE));
     check(`dataset: squiggle on line ${MALFORMED_LINE} in the editor`, squiggle, squiggle);
-    await showProblems(page);
-    const datasetRows = await waitFor('a TP-PRE-MALFORMED-JSONL problem', async () => {
-      const rows = await problemRows(page);
-      return rows.some((r) => r.includes('TP-PRE-MALFORMED-JSONL')) ? rows : undefined;
-    }) || await problemRows(page);
+    const datasetRows = await problemsWith(page, 'TP-PRE-MALFORMED-JSONL');
     results.problems.dataset = datasetRows;
     datasetRows.forEach((r) => console.log(`  problem: ${r}`));
     const malformed = datasetRows.find((r) => r.includes('TP-PRE-MALFORMED-JSONL'));
@@ -253,11 +250,7 @@ async function untrusted(page) {
       (els) => els.map((e) => e.innerText.trim()).find((t) => /trainproof: FAIL/.test(t))));
     results.statusBar = status || null;
     check('status bar: worst verdict FAIL', status, status);
-    await showProblems(page);
-    const runRows = await waitFor('a TP-DIVERGE problem', async () => {
-      const rows = await problemRows(page);
-      return rows.some((r) => r.includes('TP-DIVERGE')) ? rows : undefined;
-    }) || await problemRows(page);
+    const runRows = await problemsWith(page, 'TP-DIVERGE');
     results.problems.trainerState = runRows;
     runRows.filter((r) => r.includes('TP-')).forEach((r) => console.log(`  problem: ${r}`));
     check('trainer_state.json: Problems panel shows TP-DIVERGE', runRows.some((r) => r.includes('TP-DIVERGE')));
