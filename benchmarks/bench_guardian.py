@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import judge_run
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import judge_run
 from trainproof_lsp.guardian.incremental import IncrementalJudge, LiveRun, Schedule
 from trainproof_lsp.guardian.watch import Watch, WatchOptions
 

@@ -144,8 +144,8 @@ def pygls_floor() -> float:
 
 def preflight_alone(lines: list[str]) -> float:
     """The engine's own time for the same text (best of 3), to tell server overhead apart."""
-    from trainproof_lsp.config import Config
-    from trainproof_lsp.preflight import judge_dataset
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.preflight import judge_dataset
 
     data = ("\n".join(lines) + "\n").encode()
     best = float("inf")

@@ -127,8 +127,8 @@ def _child(contender: str, path: str, faults_path: str) -> None:
     # Imports happen before the clock starts, for every contender.
     if contender == "trainproof-lsp":
         sys.path.insert(0, str(ROOT))
-        from trainproof_lsp.config import Config
-        from trainproof_lsp.preflight import judge_dataset
+        from trainproof_lsp.core.config import Config
+        from trainproof_lsp.judge.preflight import judge_dataset
         from trainproof_lsp.readers import dataset as _ds  # noqa: F401  (numpy is imported lazily inside)
 
         try:

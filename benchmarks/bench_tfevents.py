@@ -1,4 +1,4 @@
-"""Benchmark trainproof_lsp.tfevents against TensorBoard's EventAccumulator.
+"""Benchmark trainproof_lsp.readers.tfevents against TensorBoard's EventAccumulator.
 
 Generates an event file of N scalar events (default 1,000,000) in a temp dir,
 with this package's encoder and TFRecord framing (byte-identical to what
@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from trainproof_lsp import tfevents  # noqa: E402
+from trainproof_lsp.readers import tfevents  # noqa: E402
 
 TAGS = [
     "train/loss",

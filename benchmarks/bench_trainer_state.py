@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainproof_lsp.config import Config  # noqa: E402
-from trainproof_lsp.engine import judge_run  # noqa: E402
+from trainproof_lsp.core.config import Config  # noqa: E402
+from trainproof_lsp.judge.engine import judge_run  # noqa: E402
 from trainproof_lsp.readers.trainer_state import read_trainer_state  # noqa: E402
 
 

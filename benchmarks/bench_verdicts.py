@@ -37,8 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainproof_lsp.config import Config  # noqa: E402
-from trainproof_lsp.engine import doctor  # noqa: E402
+from trainproof_lsp.core.config import Config  # noqa: E402
+from trainproof_lsp.judge.engine import doctor  # noqa: E402
 from trainproof_lsp.rules import BY_ID  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus" / "wild"

@@ -13,9 +13,9 @@ from typing import Any, Iterable
 
 import pytest
 
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import judge_file
-from trainproof_lsp.model import Finding, Report
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import judge_file
+from trainproof_lsp.core.model import Finding, Report
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, REPO, ids, only
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import doctor, judge_file, read_reference
-from trainproof_lsp.model import Level, Verdict
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import doctor, judge_file, read_reference
+from trainproof_lsp.core.model import Level, Verdict
 from trainproof_lsp.readers.checkpoint import read_checkpoint, scan_floats
 
 CKPT = FIXTURES / "checkpoints"

@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 
 from conftest import REPO, write_jsonl
-from trainproof_lsp import compare, render
+from trainproof_lsp.judge import compare
+from trainproof_lsp.output import render
 from trainproof_lsp.cli import main
-from trainproof_lsp.config import Config, ConfigError, load_file
-from trainproof_lsp.model import Level, Report, Verdict
+from trainproof_lsp.core.config import Config, ConfigError, load_file
+from trainproof_lsp.core.model import Level, Report, Verdict
 from trainproof_lsp.rules import BY_ID
 
 HF_RUNS = Path("fixtures/hf_runs")  # relative to the repository root, as users type it

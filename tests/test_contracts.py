@@ -9,10 +9,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 CORE_MODULES = [
-    "trainproof_lsp.model", "trainproof_lsp.positions", "trainproof_lsp.detect",
+    "trainproof_lsp.core.model", "trainproof_lsp.core.positions", "trainproof_lsp.readers.detect",
     "trainproof_lsp.readers.trainer_state", "trainproof_lsp.readers.metrics",
-    "trainproof_lsp.rules", "trainproof_lsp.engine", "trainproof_lsp.render",
-    "trainproof_lsp.config", "trainproof_lsp.cli",
+    "trainproof_lsp.rules", "trainproof_lsp.judge.engine", "trainproof_lsp.output.render",
+    "trainproof_lsp.core.config", "trainproof_lsp.cli",
 ]
 FORBIDDEN = ("pygls", "lsprotocol", "torch", "tensorflow", "transformers", "tensorboard")
 

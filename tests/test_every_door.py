@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, REPO, line_with
-from trainproof_lsp import chat_template as ct
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import doctor
-from trainproof_lsp.model import Level, Verdict
-from trainproof_lsp.preflight import judge_tokenizer, preflight
+from trainproof_lsp.readers import chat_template as ct
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import doctor
+from trainproof_lsp.core.model import Level, Verdict
+from trainproof_lsp.judge.preflight import judge_tokenizer, preflight
 
 TOK = FIXTURES / "tokenizers"
 

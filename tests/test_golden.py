@@ -21,8 +21,9 @@ RUNS = sorted(p.name for p in (ROOT / "fixtures" / "hf_runs").iterdir() if p.is_
 def doctor_json(name: str) -> str:
     import os
 
-    from trainproof_lsp import engine, render
-    from trainproof_lsp.config import Config
+    from trainproof_lsp.judge import engine
+    from trainproof_lsp.output import render
+    from trainproof_lsp.core.config import Config
 
     cwd = os.getcwd()
     os.chdir(ROOT)  # paths in the snapshot are relative to the repository root

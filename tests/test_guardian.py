@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from trainproof_lsp.config import Config
+from trainproof_lsp.core.config import Config
 from trainproof_lsp.guardian.core import Guardian
 from trainproof_lsp.guardian.stream import STREAM_NAME, current_verdict, read_stream
 
@@ -112,7 +112,7 @@ def test_hf_stop_on_fail_stops_a_diverging_run_early_and_says_why(tmp_path):
             for e in events if e["event"] == "verdict"]
     assert all(a != b for a, b in itertools.pairwise(said))
     # The guardian's FAIL is the CLI's FAIL on the same log (trainer_state.json's log_history).
-    from trainproof_lsp.engine import judge_file
+    from trainproof_lsp.judge.engine import judge_file
 
     trainer.state.save_to_json(str(out / "trainer_state.json"))
     trainer.model.config.save_pretrained(str(out))  # config.json: vocab_size for ln(V), as live

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 import time
 
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import judge_run
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import judge_run
 from trainproof_lsp.guardian.incremental import IncrementalJudge, LiveRun, Schedule
-from trainproof_lsp.render import report_json
+from trainproof_lsp.output.render import report_json
 
 
 def healthy(i: int) -> float:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import judge_file
-from trainproof_lsp.model import Finding, Level, Location, Related, Span
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import judge_file
+from trainproof_lsp.core.model import Finding, Level, Location, Related, Span
 from trainproof_lsp.server.hover import escape_markdown, hover_markdown
 
 

@@ -123,8 +123,8 @@ def at_root() -> Iterator[None]:
 
 
 def doctor_page(*paths: Path, **kw) -> str:
-    from trainproof_lsp.config import Config
-    from trainproof_lsp.report_html import doctor_with_runs, to_html
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.output.html import doctor_with_runs, to_html
 
     with at_root():
         return to_html(*doctor_with_runs(list(paths), Config(), **kw))
@@ -170,8 +170,9 @@ def test_diverging_run_page_marks_the_divergence_at_its_step_on_the_loss_curve(t
 
 
 def _finding_evidence(rule: str) -> dict:
-    from trainproof_lsp import engine, render
-    from trainproof_lsp.config import Config
+    from trainproof_lsp.judge import engine
+    from trainproof_lsp.output import render
+    from trainproof_lsp.core.config import Config
 
     with at_root():
         out = json.loads(render.to_json(engine.doctor([DIVERGES], Config())))
@@ -220,8 +221,8 @@ def test_series_spanning_orders_of_magnitude_get_a_log_axis():
 
 
 def test_nan_points_are_marked_on_their_own_rail_and_never_joined_by_lines():
-    from trainproof_lsp.config import Config
-    from trainproof_lsp.engine import doctor
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.engine import doctor
 
     with at_root():
         (report,) = doctor([Path("fixtures/hf_runs/nan_loss")], Config()).reports
@@ -246,8 +247,8 @@ def test_nan_points_are_marked_on_their_own_rail_and_never_joined_by_lines():
 
 
 def test_infinite_values_get_their_own_glyph(tmp_path):
-    from trainproof_lsp.config import Config
-    from trainproof_lsp.report_html import doctor_with_runs, to_html
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.output.html import doctor_with_runs, to_html
 
     rows = [{"step": i, "loss": 2.0 - i * 0.01} for i in range(1, 40)]
     rows[20]["loss"] = math.inf
@@ -262,8 +263,8 @@ def test_infinite_values_get_their_own_glyph(tmp_path):
 
 
 def test_a_long_run_is_thinned_per_pixel_column_but_keeps_its_spike(tmp_path):
-    from trainproof_lsp.config import Config
-    from trainproof_lsp.report_html import (
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.output.html import (
         PLOT_LEFT,
         PLOT_RIGHT,
         doctor_with_runs,
@@ -321,9 +322,9 @@ def test_doctor_with_a_baseline_draws_the_run_and_its_comparison(tmp_path, capsy
 def test_a_baseline_that_is_a_checkpoint_copy_of_the_run_is_marked_on_the_baseline(tmp_path):
     # The run folder lists its checkpoint-60/ copy among its sources; with that copy as the
     # baseline, what the baseline's own failures cite (TP-BAD-BASELINE) is the baseline's.
-    from trainproof_lsp.compare import compare_with_runs
-    from trainproof_lsp.config import Config
-    from trainproof_lsp.report_html import to_html
+    from trainproof_lsp.judge.compare import compare_with_runs
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.output.html import to_html
 
     state = json.loads((ROOT / DIVERGES / "trainer_state.json").read_text(encoding="utf-8"))
     run_dir = tmp_path / "run"
@@ -342,9 +343,9 @@ def test_a_baseline_that_is_a_checkpoint_copy_of_the_run_is_marked_on_the_baseli
 
 
 def test_a_baseline_on_another_schedule_is_drawn_on_the_runs_schedule(tmp_path):
-    from trainproof_lsp.compare import compare_with_runs
-    from trainproof_lsp.config import Config
-    from trainproof_lsp.report_html import to_html
+    from trainproof_lsp.judge.compare import compare_with_runs
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.output.html import to_html
 
     def write(name: str, steps: range) -> Path:
         path = tmp_path / name
@@ -377,8 +378,8 @@ def test_reports_without_a_run_are_shown_without_curves(tmp_path):
 
 
 def test_a_configuration_error_is_a_page_too(tmp_path):
-    from trainproof_lsp.model import Outcome
-    from trainproof_lsp.report_html import to_html
+    from trainproof_lsp.core.model import Outcome
+    from trainproof_lsp.output.html import to_html
 
     doc = parse(to_html(Outcome(reports=(), error="configuration: bad limit")))
     assert "configuration: bad limit" in doc.all_text()
@@ -388,11 +389,11 @@ def test_a_configuration_error_is_a_page_too(tmp_path):
 # --- the API the language server calls -------------------------------------------------------
 
 def test_render_run_report_html_takes_paths_or_a_judged_outcome():
-    from trainproof_lsp.config import Config
-    from trainproof_lsp.detect import Detected
-    from trainproof_lsp.engine import judge_run, read_run
-    from trainproof_lsp.model import Outcome
-    from trainproof_lsp.report_html import render_run_report_html
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.readers.detect import Detected
+    from trainproof_lsp.judge.engine import judge_run, read_run
+    from trainproof_lsp.core.model import Outcome
+    from trainproof_lsp.output.html import render_run_report_html
 
     with at_root():
         from_paths = render_run_report_html([DIVERGES / "trainer_state.json"], Config())
@@ -410,7 +411,7 @@ def test_render_run_report_html_takes_paths_or_a_judged_outcome():
 
 
 def test_render_run_report_html_reports_a_missing_path_as_not_checked(tmp_path):
-    from trainproof_lsp.report_html import render_run_report_html
+    from trainproof_lsp.output.html import render_run_report_html
 
     page = render_run_report_html([tmp_path / "nowhere"])
     assert parse(page).find_all("section", data_verdict="NOT-CHECKED")
@@ -419,9 +420,9 @@ def test_render_run_report_html_reports_a_missing_path_as_not_checked(tmp_path):
 # --- marks from evidence, locations and related locations ------------------------------------
 
 def test_finding_marks_name_evidence_steps_and_merge_a_step_cited_twice():
-    from trainproof_lsp.model import Finding, Level, Location, Related, Span
+    from trainproof_lsp.core.model import Finding, Level, Location, Related, Span
     from trainproof_lsp.readers.trainer_state import read_trainer_state
-    from trainproof_lsp.report_html import _StepIndex, finding_marks
+    from trainproof_lsp.output.html import _StepIndex, finding_marks
 
     path = ROOT / DIVERGES / "trainer_state.json"
     run = read_trainer_state(path, path.read_bytes())
@@ -441,7 +442,7 @@ def test_finding_marks_name_evidence_steps_and_merge_a_step_cited_twice():
 
 
 def test_pair_series_names_only_comparison_rules():
-    from trainproof_lsp.report_html import CHARTED, PAIR_SERIES
+    from trainproof_lsp.output.html import CHARTED, PAIR_SERIES
     from trainproof_lsp.rules import BY_ID
 
     for rule_id, series in PAIR_SERIES.items():

@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 
 from conftest import falling, ids, judge, line_with, none_of, only, ran, write_jsonl
-from trainproof_lsp import compare, render
+from trainproof_lsp.judge import compare
+from trainproof_lsp.output import render
 from trainproof_lsp.cli import main
-from trainproof_lsp.config import Config, ConfigError, load_file
-from trainproof_lsp.engine import _judge_one
-from trainproof_lsp.model import EVAL_LOSS, LOSS, Level, Verdict
+from trainproof_lsp.core.config import Config, ConfigError, load_file
+from trainproof_lsp.judge.engine import _judge_one
+from trainproof_lsp.core.model import EVAL_LOSS, LOSS, Level, Verdict
 from trainproof_lsp.readers.metrics import map_columns, read_metrics_csv
 from trainproof_lsp.readers.trainer_state import read_trainer_state
-from trainproof_lsp.report_html import to_html
+from trainproof_lsp.output.html import to_html
 
 NAN = math.nan
 
@@ -296,9 +297,9 @@ def test_a_healthy_run_of_the_same_length_has_no_common_span_note(tmp_path):
 def test_watch_reads_columns_through_the_same_setting(tmp_path):
     import io
 
-    from trainproof_lsp.engine import judge_file
+    from trainproof_lsp.judge.engine import judge_file
     from trainproof_lsp.guardian.watch import Watch, WatchOptions
-    from trainproof_lsp.render import report_json
+    from trainproof_lsp.output.render import report_json
 
     rows = [{"it": 10 * (i + 1), "MyObjective": v} for i, v in enumerate(falling(30))]
     log = write_jsonl(tmp_path, rows)
@@ -350,7 +351,7 @@ def test_an_mlflow_run_without_a_loss_metric_names_its_metrics_and_the_setting(t
 
 
 def test_the_editor_setting_takes_series_equals_column_strings():
-    from trainproof_lsp.config import with_columns
+    from trainproof_lsp.core.config import with_columns
     from trainproof_lsp.server.settings import parse_settings
 
     settings, problems = parse_settings({"trainproof": {"columns": ["loss=MyObjective", "step = it"]}})
@@ -381,9 +382,9 @@ def test_a_plain_loss_tag_under_validation_is_the_eval_loss(tmp_path):
 def test_a_long_format_log_reads_the_eval_rows_as_the_eval_loss(tmp_path):
     import io
 
-    from trainproof_lsp.engine import judge_file
+    from trainproof_lsp.judge.engine import judge_file
     from trainproof_lsp.guardian.watch import Watch, WatchOptions
-    from trainproof_lsp.render import report_json
+    from trainproof_lsp.output.render import report_json
 
     path = tmp_path / "history.csv"
     lines = ["epoch,Phase,loss,acc"]

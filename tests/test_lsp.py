@@ -256,7 +256,7 @@ async def test_compare_with_a_baseline_set_by_command(session: Session, divergin
     log = diverging_run / "trainer_state.json"
     uri = session.open(log)
     await session.diagnostics(uri)
-    if optional_module("compare") is None:
+    if optional_module("judge.compare") is None:
         result = await session.command("trainproof.compare", str(log))
         assert result["status"] == "unavailable" and "not available in this version" in result["message"]
         return
@@ -294,7 +294,7 @@ async def test_environment_check_when_allowed(session: Session, tmp_path: Path):
                         init_options={"checkEnvironment": True, "envTimeoutS": 30})
     uri = session.open(script, language_id="python")
     result = await session.command("trainproof.checkEnvironment", str(script))
-    if optional_module("envcheck") is None:
+    if optional_module("readers.envcheck") is None:
         assert result["status"] == "unavailable"
         return
     assert result["status"] == "done" and result["worst_verdict"] == "FAIL"
@@ -445,7 +445,7 @@ async def test_a_dataset_too_big_for_the_editor_is_checked_from_disk(session: Se
 async def test_long_work_reports_progress_and_can_be_cancelled(session: Session, tmp_path: Path):
     from trainproof_lsp.server.kinds import optional_module
 
-    if optional_module("envcheck") is None:
+    if optional_module("readers.envcheck") is None:
         pytest.skip("no environment checks in this version")
     (tmp_path / "slow_module.py").write_text("import time\ntime.sleep(8)\n")  # outlives the cancel
     script = tmp_path / "train.py"

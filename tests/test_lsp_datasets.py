@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trainproof_lsp.config import Config
+from trainproof_lsp.core.config import Config
 from trainproof_lsp.server import datasets
 from trainproof_lsp.server.documents import LineDocument
 
@@ -28,7 +28,7 @@ FRAGMENTS = ["{broken", "", "   ", '{"text": "Hello world."}', '{"text": "HELLO 
 
 
 def full_report(path: Path, text: str):
-    from trainproof_lsp.preflight import judge_dataset
+    from trainproof_lsp.judge.preflight import judge_dataset
 
     return judge_dataset(path, Config(), data=text.encode("utf-8", "replace"))
 

@@ -17,8 +17,8 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
 from lsp_support import SERVER, Session
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import doctor
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import doctor
 
 pytestmark = pytest.mark.asyncio
 

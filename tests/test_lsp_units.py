@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("pygls")
 
-from trainproof_lsp.detect import HEAD_BYTES as DETECT_HEAD_BYTES  # noqa: E402
-from trainproof_lsp.model import Level, Location, Report, Span  # noqa: E402
-from trainproof_lsp.positions import client_column, code_point_column  # noqa: E402
+from trainproof_lsp.readers.detect import HEAD_BYTES as DETECT_HEAD_BYTES  # noqa: E402
+from trainproof_lsp.core.model import Level, Location, Report, Span  # noqa: E402
+from trainproof_lsp.core.positions import client_column, code_point_column  # noqa: E402
 from trainproof_lsp.server import analysis  # noqa: E402
 from trainproof_lsp.server.commands import reports_from_json  # noqa: E402
 from trainproof_lsp.server.diagnostics import Presentation, capped  # noqa: E402
@@ -110,7 +110,7 @@ def test_uris_become_paths():
 # --- diagnostics ------------------------------------------------------------------------------
 
 def _finding(level: Level, line: int, rule: str = "TP-NAN"):
-    from trainproof_lsp.model import Finding
+    from trainproof_lsp.core.model import Finding
 
     return Finding(id=rule, level=level, message=f"{rule} at {line}", evidence={"value": math.nan},
                    location=Location(path="/x", span=Span(line, 0, line, 3)), limits={"max": math.inf})
@@ -138,9 +138,9 @@ def test_sparkline_scales_between_min_and_max_and_marks_non_finite_points():
 # --- the CLI's JSON envelope, read back -------------------------------------------------------
 
 def test_the_cli_envelope_reads_back_into_reports(tmp_path: Path):
-    from trainproof_lsp.config import Config
-    from trainproof_lsp.engine import doctor
-    from trainproof_lsp.render import to_json
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.engine import doctor
+    from trainproof_lsp.output.render import to_json
 
     outcome = doctor([REPO / "fixtures" / "hf_runs" / "lr_hot_diverges"], Config())
     back = reports_from_json(json.loads(to_json(outcome)))

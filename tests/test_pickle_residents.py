@@ -22,9 +22,9 @@ import pytest
 
 from conftest import FIXTURES
 from limited_child import findings, run_limited
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import doctor
-from trainproof_lsp.model import Verdict
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import doctor
+from trainproof_lsp.core.model import Verdict
 from trainproof_lsp.readers import pickle_walk as pw
 from trainproof_lsp.readers.checkpoint import read_checkpoint
 

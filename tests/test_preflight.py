@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from trainproof_lsp.cli import main
-from trainproof_lsp.config import Config
-from trainproof_lsp.model import Level, Verdict
-from trainproof_lsp.preflight import judge_dataset, preflight
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.core.model import Level, Verdict
+from trainproof_lsp.judge.preflight import judge_dataset, preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "fixtures" / "datasets"

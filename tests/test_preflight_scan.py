@@ -13,8 +13,8 @@ from operator import methodcaller
 import pytest
 
 import trainproof_lsp.readers.dataset as ds
-from trainproof_lsp.config import Config
-from trainproof_lsp.preflight import judge_dataset
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.preflight import judge_dataset
 
 
 def _text(i: int) -> str:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from trainproof_lsp.config import Config
-from trainproof_lsp.model import Verdict
-from trainproof_lsp.preflight import judge_tokenizer, preflight
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.core.model import Verdict
+from trainproof_lsp.judge.preflight import judge_tokenizer, preflight
 from trainproof_lsp.readers.tokenizer import read_tokenizer_dir
 
 ROOT = Path(__file__).resolve().parents[1]

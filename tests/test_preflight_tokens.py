@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, jsonl_text
-from trainproof_lsp import tokens
+from trainproof_lsp.readers import tokens
 from trainproof_lsp.cli import main
-from trainproof_lsp.config import Config
-from trainproof_lsp.model import Level, Verdict
-from trainproof_lsp.preflight import judge_dataset, preflight
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.core.model import Level, Verdict
+from trainproof_lsp.judge.preflight import judge_dataset, preflight
 
 pytest.importorskip("transformers")  # the `tokens` extra (installed with `peers` for the tests)
 
@@ -326,7 +326,7 @@ def test_cli_preflight_json_end_to_end(chat_file, tiny, tmp_path):
 
 
 def test_importing_preflight_does_not_import_transformers(tmp_path):
-    code = ("import sys, trainproof_lsp.preflight, trainproof_lsp.cli; "
+    code = ("import sys, trainproof_lsp.judge.preflight, trainproof_lsp.cli; "
             "print('transformers' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path, env=env, capture_output=True,

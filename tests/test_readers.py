@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from conftest import HF_RUNS, LOGS, ids, judge, line_with, only, start_line
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import doctor
-from trainproof_lsp.model import EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, Level, Run, Span, Verdict
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import doctor
+from trainproof_lsp.core.model import EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, Level, Run, Span, Verdict
 from trainproof_lsp.readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
 from trainproof_lsp.readers.trainer_state import read_trainer_state
 

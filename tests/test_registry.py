@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from trainproof_lsp import render
-from trainproof_lsp.model import Level
+from trainproof_lsp.output import render
+from trainproof_lsp.core.model import Level
 from trainproof_lsp.rules import BY_ID, REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +67,7 @@ def test_every_limit_has_a_default_and_a_reason_comment(rule):
 
 
 def test_sarif_rule_table_matches_registry():
-    from trainproof_lsp.model import Outcome
+    from trainproof_lsp.core.model import Outcome
 
     sarif = json.loads(render.to_sarif(Outcome(reports=())))
     table = sarif["runs"][0]["tool"]["driver"]["rules"]

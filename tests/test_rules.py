@@ -18,8 +18,8 @@ import pytest
 
 from conftest import (falling, ids, judge, judge_rows, line_with, none_of, only, ran, skip_reason,
                       start_line)
-from trainproof_lsp.config import Config
-from trainproof_lsp.model import Level, Verdict
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.core.model import Level, Verdict
 from trainproof_lsp.rules import metric_rules
 
 NAN = math.nan

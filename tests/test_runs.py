@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from trainproof_lsp import engine, render
-from trainproof_lsp.config import Config
+from trainproof_lsp.judge import engine
+from trainproof_lsp.output import render
+from trainproof_lsp.core.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -272,7 +273,7 @@ def test_event_file_without_scalars_is_listed_not_silently_dropped(tmp_path):
 
 
 def _write_raw_events(path: Path, n: int) -> list[int]:
-    from trainproof_lsp.tfevents import encode_file_version_event, encode_scalar_event, frame_record
+    from trainproof_lsp.readers.tfevents import encode_file_version_event, encode_scalar_event, frame_record
 
     offsets = []
     data = bytearray(frame_record(encode_file_version_event(1000.0)))

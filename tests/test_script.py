@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, REPO, ids, line_with, only, start_line
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import IMPORTS_BY_ENV, doctor, judge_file
-from trainproof_lsp.model import Level, Verdict
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import IMPORTS_BY_ENV, doctor, judge_file
+from trainproof_lsp.core.model import Level, Verdict
 
 SCRIPTS = FIXTURES / "scripts"
 FOOTGUNS = SCRIPTS / "sft_footguns.py"

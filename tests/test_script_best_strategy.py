@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import judge_file
-from trainproof_lsp.model import Level, Verdict
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import judge_file
+from trainproof_lsp.core.model import Level, Verdict
 
 RULE = "TP-SCRIPT-BEST-STRATEGY-MISMATCH"
 

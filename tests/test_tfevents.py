@@ -1,4 +1,4 @@
-"""Exact-agreement and robustness tests for trainproof_lsp.tfevents.
+"""Exact-agreement and robustness tests for trainproof_lsp.readers.tfevents.
 
 The reference is TensorBoard's own EventAccumulator reading the same files,
 written by the real writers (torch, tensorboardX, tensorboard). Tests that need
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import tfevents_writers as tw
 
-from trainproof_lsp import tfevents
-from trainproof_lsp.tfevents import EventFileScan, frame_record, read_event_file, scan_event_bytes
+from trainproof_lsp.readers import tfevents
+from trainproof_lsp.readers.tfevents import EventFileScan, frame_record, read_event_file, scan_event_bytes
 
 # ---------------------------------------------------------------------------
 # Reference: EventAccumulator

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from conftest import judge, judge_rows, line_with, none_of, only, ran, skip_reason, start_line
-from trainproof_lsp.config import Config
-from trainproof_lsp.model import Level, Verdict
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.core.model import Level, Verdict
 
 REPO = Path(__file__).resolve().parent.parent
 

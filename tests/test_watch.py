@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from trainproof_lsp.config import Config
-from trainproof_lsp.engine import judge_event_files, judge_file
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.judge.engine import judge_event_files, judge_file
 from trainproof_lsp.guardian import watch as watch_mod
 from trainproof_lsp.guardian.watch import Watch, WatchOptions
-from trainproof_lsp.render import report_json
-from trainproof_lsp.tfevents import (
+from trainproof_lsp.output.render import report_json
+from trainproof_lsp.readers.tfevents import (
     encode_file_version_event,
     encode_scalar_event,
     frame_record,
@@ -407,7 +407,7 @@ def whole_series(path: Path) -> dict:
 
 
 def test_an_hf_output_folder_run_is_named_as_doctor_names_it(tmp_path):
-    from trainproof_lsp.engine import doctor
+    from trainproof_lsp.judge.engine import doctor
 
     out_dir = tmp_path / "output"
     for n in (10, 20):  # checkpoints only: the top-level trainer_state.json comes at the end

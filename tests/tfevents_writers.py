@@ -3,7 +3,7 @@
 Real writers (torch, tensorboardX, tensorboard) are imported lazily inside each
 helper so this module imports without them; the test module skips the tests
 that need them with pytest.importorskip. The raw helpers use only
-trainproof_lsp.tfevents' own encoder and framing.
+trainproof_lsp.readers.tfevents' own encoder and framing.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from trainproof_lsp.tfevents import encode_file_version_event, encode_scalar_event, frame_record
+from trainproof_lsp.readers.tfevents import encode_file_version_event, encode_scalar_event, frame_record
 
 # (tag, step, value, wall_time)
 Point = tuple[str, int, float, float]

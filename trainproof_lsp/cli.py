@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from . import TOOL_NAME, __version__
-from .config import Config, ConfigError, discover, load_file, with_columns, with_vocab
-from .model import Level, Outcome, ReadError, Verdict
+from .core.config import Config, ConfigError, discover, load_file, with_columns, with_vocab
+from .core.model import Level, Outcome, ReadError, Verdict
 
 if TYPE_CHECKING:
-    from .model import Run
+    from .core.model import Run
 
 EXIT_OK, EXIT_FAIL, EXIT_NOT_CHECKED = 0, 1, 2
 
@@ -157,12 +157,12 @@ def _config(args: argparse.Namespace, anchor: Path) -> Config:
 def _emit(outcome: Outcome, args: argparse.Namespace, runs: "Mapping[str, Run] | None" = None) -> int:
     """Print the outcome; write --sarif and --html files. `runs` (run path -> Run) are the
     curves --html draws."""
-    from . import render
+    from .output import render
 
     if args.sarif:
         Path(args.sarif).write_text(render.to_sarif(outcome), encoding="utf-8")
     if getattr(args, "html", None):
-        from .report_html import to_html
+        from .output.html import to_html
 
         Path(args.html).write_text(to_html(outcome, runs), encoding="utf-8")
     sys.stdout.write(render.to_json(outcome) if args.json else render.to_text(outcome, verbose=args.verbose))
@@ -172,7 +172,7 @@ def _emit(outcome: Outcome, args: argparse.Namespace, runs: "Mapping[str, Run] |
 def _rules(args: argparse.Namespace) -> int:
     import json
 
-    from . import render
+    from .output import render
     from .rules import BY_ID, REGISTRY
 
     if args.rule_id:
@@ -230,7 +230,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         from .server import serve
 
         return serve()
-    from . import engine
+    from .judge import engine
 
     if args.command == "doctor":
         paths = args.paths or [Path(".")]
@@ -240,7 +240,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
         baseline = args.baseline or (Path(config.baseline) if config.baseline else None)
         if baseline is not None:
-            from . import compare
+            from .judge import compare
 
             if args.html:
                 outcome, found = compare.doctor_with_runs(paths, config, baseline)
@@ -253,13 +253,13 @@ def run(argv: Sequence[str] | None = None) -> int:
             except ReadError as e:
                 return _emit(Outcome(reports=(), error=str(e)), args)
         if args.html:
-            from .report_html import doctor_with_runs
+            from .output.html import doctor_with_runs
 
             outcome, found = doctor_with_runs(paths, config, reference=reference)
             return _emit(outcome, args, found)
         return _emit(engine.doctor(paths, config, reference=reference), args)
     if args.command == "compare":
-        from . import compare
+        from .judge import compare
 
         try:
             config = _config(args, (args.runs or [args.baseline])[0])
@@ -277,7 +277,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             return _emit(outcome, args, found)
         return _emit(compare.compare(baseline, runs, config), args)
     if args.command == "preflight":
-        from . import preflight as pre
+        from .judge import preflight as pre
 
         if not args.datasets and args.tokenizer is None and args.eval is None:
             return _emit(Outcome(reports=(), error="preflight needs a DATASET, --eval EVAL or --tokenizer DIR"), args)
@@ -302,8 +302,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _env(args: argparse.Namespace) -> int:
-    from . import engine
-    from .envcheck import EnvRequest
+    from .judge import engine
+    from .readers.envcheck import EnvRequest
     from .rules import BY_ID
 
     try:

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from ..config import Config, ConfigError, discover, load_file
-from ..engine import not_checked
-from ..model import Level, Report, RunMeta, Verdict
+from ..core.config import Config, ConfigError, discover, load_file
+from ..judge.engine import not_checked
+from ..core.model import Level, Report, RunMeta, Verdict
 from ..readers.common import to_float
 from ..rules.spikes import LOSS_SPIKE_UNRECOVERED_RULE
 from .incremental import IncrementalJudge, LiveRun, Schedule, finding_key

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..config import Config
+from ..core.config import Config
 from ..readers.adjacent import CLASSIFIER_SUFFIXES
 from ..readers.trainer_state import SERIES_KEYS as TRAINER_STATE_KEYS
 from .core import Guardian, Stop, lazy_callback_class

@@ -50,9 +50,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..config import Config
-from ..engine import judge_run, not_checked
-from ..model import (
+from ..core.config import Config
+from ..judge.engine import judge_run, not_checked
+from ..core.model import (
     EVAL_LOSS,
     LOSS,
     Finding,

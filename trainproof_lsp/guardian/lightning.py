@@ -27,8 +27,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..config import Config
-from ..model import EVAL_LOSS, LOSS, LR
+from ..core.config import Config
+from ..core.model import EVAL_LOSS, LOSS, LR
 from ..readers.metrics import map_columns
 from .core import Guardian, Stop, as_number, lazy_callback_class
 from .incremental import Schedule

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..model import Finding, Report
+from ..core.model import Finding, Report
 
 STREAM_NAME = "trainproof-verdict.jsonl"
 # Adding keys is allowed within a version; renaming or removing one bumps it.
@@ -39,7 +39,7 @@ STREAM_SCHEMA_VERSION = 1
 
 
 def _findings(findings: Iterable[Finding]) -> list[dict[str, Any]]:
-    from ..render import finding_json
+    from ..output.render import finding_json
 
     return [finding_json(f) for f in findings]
 

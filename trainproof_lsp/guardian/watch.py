@@ -53,15 +53,15 @@ from typing import Any, Mapping, TextIO
 
 import msgspec
 
-from ..config import Config
-from ..detect import HEAD_BYTES, Detected, detect
-from ..engine import event_file_findings, not_checked, read_run
-from ..model import Finding, NotJudged, Outcome, ReadError, Report, Span, Verdict
+from ..core.config import Config
+from ..readers.detect import HEAD_BYTES, Detected, detect
+from ..judge.engine import event_file_findings, not_checked, read_run
+from ..core.model import Finding, NotJudged, Outcome, ReadError, Report, Span, Verdict
 from ..readers.common import decode_json, to_float, to_step
 from ..readers.metrics import map_columns, row_columns, split_column
 from ..readers.tensorboard import normalise_tag, split_of
 from ..readers.trainer_state import read_trainer_state
-from ..tfevents import scan_event_bytes
+from ..readers.tfevents import scan_event_bytes
 from .core import change_lines, default_confirm, fail_ids
 from .incremental import IncrementalJudge, LiveRun, Schedule, finding_key
 from .stream import STREAM_NAME, encode, stall_event, verdict_event

@@ -41,9 +41,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ..caps import DEFAULT_CAPS, MIB, Caps, mib
-from ..model import Span
-from ..positions import ByteIndex
+from ..core.caps import DEFAULT_CAPS, MIB, Caps, mib
+from ..core.model import Span
+from ..core.positions import ByteIndex
 from . import pickle_walk as pw
 
 # torch.serialization's MAGIC_NUMBER: the first pickle of a legacy torch.save file.
@@ -892,7 +892,7 @@ def _read_safetensors(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Ca
 # --- sharded index --------------------------------------------------------------------------
 
 def _read_index(path: Path) -> CheckpointFacts:
-    from ..model import ReadError
+    from ..core.model import ReadError
 
     name = str(path)
     try:

@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from ..model import ReadError, Series, Span
+from ..core.model import ReadError, Series, Span
 
 # Strings some loggers write for non-finite numbers ("NaN" in JSONL written by hand or by
 # loggers that quote them; "inf" from str(float)).

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..model import (DATA_TIME, EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LR, STEP_TIME, ReadError,
+from ..core.model import (DATA_TIME, EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LR, STEP_TIME, ReadError,
                      RecordSpans, Run, RunMeta)
 from . import adjacent
 from .common import Columns, to_float

@@ -51,8 +51,8 @@ from typing import Annotated, Any, Callable, Iterable, Iterator, Literal, Mappin
 import msgspec
 import xxhash
 
-from ..caps import DEFAULT_CAPS, MIB
-from ..model import ReadError, Span
+from ..core.caps import DEFAULT_CAPS, MIB
+from ..core.model import ReadError, Span
 
 _hash = xxhash.xxh3_64_intdigest
 
@@ -560,7 +560,7 @@ def iter_records(path: Path | str, *, layout: str = "jsonl", data: bytes | None 
 
 
 def _array_records(data: bytes) -> Iterator[tuple[int, dict]]:
-    from ..positions import ByteIndex
+    from ..core.positions import ByteIndex
     from .jsonpos import element_ranges
 
     skip = len(BOM) if data.startswith(BOM) else 0
@@ -1252,7 +1252,7 @@ def _is_json_array(data: bytes) -> bool:
 def _scan_json_array(name: str, data: bytes, skip: int, bom: bool, crlf: bool) -> DatasetScan:
     """A pretty-printed (or compact) JSON array of records: each element is checked by
     the reference path and located at its first line."""
-    from ..positions import ByteIndex
+    from ..core.positions import ByteIndex
     from .jsonpos import element_ranges
 
     sc = _Scanner(name)

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping
 
 import msgspec
 
-from ..model import (DATA_TIME, EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, STEP_TIME, THROUGHPUT,
+from ..core.model import (DATA_TIME, EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, STEP_TIME, THROUGHPUT,
                      ReadError, RecordSpans, Run, RunMeta, Span)
 from . import adjacent
 from .common import Columns, decode_json, to_float, to_step
@@ -303,7 +303,7 @@ def read_metrics_json_array(path: str | Path, data: bytes | None = None, *,
         isinstance(r, dict) for r in doc) else None
     spans = RecordSpans()
     if ranges is not None:
-        from ..positions import ByteIndex
+        from ..core.positions import ByteIndex
 
         index = ByteIndex(data)
         s = [index.span(a, b) for a, b in zip(*ranges)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from ..model import ReadError, RecordSpans, Run, RunMeta, Series
+from ..core.model import ReadError, RecordSpans, Run, RunMeta, Series
 from .common import to_float, to_step
 from .metrics import map_columns, no_loss_error
 

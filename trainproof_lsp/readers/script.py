@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..model import ReadError, Span
+from ..core.model import ReadError, Span
 
 # HF TrainingArguments and the TRL configs that subclass it. detect.py uses this list to
 # tell a training script from any other Python file.

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..model import ReadError, RecordSpans, Run, RunMeta, Series
-from ..tfevents import EventFileScan, read_event_file
+from ..core.model import ReadError, RecordSpans, Run, RunMeta, Series
+from .tfevents import EventFileScan, read_event_file
 from . import adjacent
 from .metrics import map_columns, no_loss_error, normalise_name
 

@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 import msgspec
 
-from ..model import ReadError, Span
+from ..core.model import ReadError, Span
 
 FILES = ("tokenizer_config.json", "special_tokens_map.json", "tokenizer.json", "chat_template.jinja",
          "chat_template.json", "config.json", "generation_config.json", "added_tokens.json")

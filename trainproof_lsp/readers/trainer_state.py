@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import msgspec
 
-from ..model import EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LR, THROUGHPUT, ReadError, RecordSpans, Run, RunMeta, Series
+from ..core.model import EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LR, THROUGHPUT, ReadError, RecordSpans, Run, RunMeta, Series
 from . import adjacent
 from .common import Columns, decode_json, to_float, to_step
 from .jsonpos import array_start, element_ranges, indented_spans
 from .metrics import map_columns
 
 if TYPE_CHECKING:
-    from ..caps import Caps
+    from ..core.caps import Caps
 
 
 class _Entry(msgspec.Struct):
@@ -84,7 +84,7 @@ def check_caps(path: str | Path, data: bytes | None, caps: "Caps", *, entries: b
     """ReadError (NOT-CHECKED, with the size and the cap) for a log over the caps: its
     size before it is read (data None), and for a trainer_state.json the number of log
     entries before they are parsed (counted by their "step" keys, in C)."""
-    from ..caps import MIB, mib
+    from ..core.caps import MIB, mib
 
     name = str(path)
     size = Path(path).stat().st_size if data is None else len(data)

@@ -6,7 +6,7 @@ entries; tests/test_registry.py fails when they drift.
 
 from __future__ import annotations
 
-from ..model import Level
+from ..core.model import Level
 from . import chance, compare, dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
 from . import checkpoint, entrypoint, env, script, script_best_strategy
 from . import dataset, tokenizer, tokens

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ..model import EVAL_LOSS, LOSS, LOSS_EPOCH, Run, Series
+from ..core.model import EVAL_LOSS, LOSS, LOSS_EPOCH, Run, Series
 from .base import Skip
 
 # How the judged series is named in messages.

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from ..model import Hit, Level, Run, Series
+from ..core.model import Hit, Level, Run, Series
 
 
 class Skip(Exception):

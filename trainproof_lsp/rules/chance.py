@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import EVAL_ACCURACY, LOSS, Hit, Level, Related, Run
+from ..core.model import EVAL_ACCURACY, LOSS, Hit, Level, Related, Run
 from ._stats import median, rolling_levels, window_for
 from ._views import SERIES_WORDS, trend_series
 from .base import Context, Rule, Skip, fmt

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, cast
 
-from ..model import Hit, Level, Location, Related
+from ..core.model import Hit, Level, Location, Related
 from ..readers.checkpoint import ITEMSIZE, CheckpointFacts, Problem, TensorFacts
 from .base import Context, NoLimits, Rule, Skip
 

@@ -14,7 +14,7 @@ batch-to-batch difficulty two runs with the same data order share cancels out.
 
 The alignment's own numbers (how many points, which windows) are the limits of
 TP-CMP-UNCOMPARABLE, the rule that says when two runs cannot be aligned at all. Rules
-never read files: the engine (trainproof_lsp/compare.py) builds the pair.
+never read files: the engine (trainproof_lsp/judge/compare.py) builds the pair.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Iterator
 
-from ..model import EVAL_LOSS, GRAD_NORM, LOSS, Hit, Level, Location, Related, Report, Run, Series, Verdict
+from ..core.model import EVAL_LOSS, GRAD_NORM, LOSS, Hit, Level, Location, Related, Report, Run, Series, Verdict
 from ._stats import median, rolling_levels, window_for
 from .base import Context, NoLimits, Rule, Skip, fmt
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, cast
 
-from ..model import Hit, Level, Location, Related, Span
+from ..core.model import Hit, Level, Location, Related, Span
 from ..readers import dataset as ds
 from .base import NoLimits, Rule, Skip
 

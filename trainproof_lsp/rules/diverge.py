@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import EVAL_LOSS, LOSS, Hit, Level, Related, Run
+from ..core.model import EVAL_LOSS, LOSS, Hit, Level, Related, Run
 from ._stats import median, rolling_levels, window_for
 from ._views import SERIES_WORDS, recent_points, trend_series
 from .base import Context, Rule, Skip, fmt

@@ -7,7 +7,7 @@ is it taken from there, and this note says so.
 
 from __future__ import annotations
 
-from ..model import Level
+from ..core.model import Level
 from .base import Rule
 
 FROM_CWD_DOC = """The entrypoint was found relative to `--cwd`, not where it was typed.

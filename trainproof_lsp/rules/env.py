@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, cast
 
-from ..envcheck import EnvFacts, ImportProbe
-from ..model import Hit, Level, Location
+from ..readers.envcheck import EnvFacts, ImportProbe
+from ..core.model import Hit, Level, Location
 from .base import Context, NoLimits, Rule, Skip
 
 KIND = "env"

@@ -3,7 +3,7 @@ reader reports (a rule never opens a file); documented here like every rule."""
 
 from __future__ import annotations
 
-from ..model import Level
+from ..core.model import Level
 from .base import Rule
 
 TRUNCATED_DOC = """An event file ends in the middle of a record.

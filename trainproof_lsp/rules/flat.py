@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import LOSS, Hit, Level, Run
+from ..core.model import LOSS, Hit, Level, Run
 from .base import Context, Rule, Skip, fmt, need
 
 DOC = """The loss is the same number at every logged step.

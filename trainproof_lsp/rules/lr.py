@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import LR, Hit, Level, Run
+from ..core.model import LR, Hit, Level, Run
 from .base import Context, NoLimits, Rule, need
 
 ZERO_DOC = """The learning rate is zero at every logged step.

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import EVAL_LOSS, GRAD_NORM, LOSS, Hit, Level, Related, Run, Series
+from ..core.model import EVAL_LOSS, GRAD_NORM, LOSS, Hit, Level, Related, Run, Series
 from .base import Context, NoLimits, Rule, Skip, fmt
 
 NAN_DOC = """The loss is NaN or infinite.

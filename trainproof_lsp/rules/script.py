@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, cast
 
-from ..model import Hit, Level, Location, Related
+from ..core.model import Hit, Level, Location, Related
 from ..readers.script import ConfigCall, ScriptFacts, Value
 from .base import Context, NoLimits, Rule, Skip
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, cast
 
-from ..model import Hit, Level, Related
+from ..core.model import Hit, Level, Related
 from ..readers.script import ConfigCall, ScriptFacts, Value
 from .base import Context, NoLimits, Rule, Skip
 from .script import KIND, _configs, _eval_strategy, _flag, _loc, _stand_down

@@ -8,7 +8,7 @@ from itertools import compress, count, repeat
 from operator import ge, gt, mul
 from typing import Iterator, Sequence
 
-from ..model import GRAD_NORM, LOSS, Hit, Level, Related, Run
+from ..core.model import GRAD_NORM, LOSS, Hit, Level, Related, Run
 from ._stats import median
 from .base import Context, Rule, Skip, fmt, need
 

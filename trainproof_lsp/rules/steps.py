@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from operator import lt
 from typing import Iterator
 
-from ..model import EVAL_LOSS, LOSS, Hit, Level, Related, Run, Series
+from ..core.model import EVAL_LOSS, LOSS, Hit, Level, Related, Run, Series
 from .base import Context, Rule, need
 
 DOC = """The train-loss steps go backwards inside one run (a rewind), or repeat throughout.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import DATA_TIME, STEP_TIME, THROUGHPUT, Hit, Level, Run
+from ..core.model import DATA_TIME, STEP_TIME, THROUGHPUT, Hit, Level, Run
 from ._stats import median, window_for
 from .base import Context, NoLimits, Rule, Skip, fmt, need
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, cast
 
-from ..model import Hit, Level, Location, Related, Span
+from ..core.model import Hit, Level, Location, Related, Span
 from ..readers.tokenizer import Sourced, TokenizerFiles
 from .base import NoLimits, Rule, Skip
 
@@ -165,7 +165,7 @@ def special_tokens(tok: TokenizerFiles) -> dict[str, str | None]:
 
 
 def check_template_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
-    from .. import chat_template as ct
+    from ..readers import chat_template as ct
 
     tpl = tok.chat_template
     if tpl is None:

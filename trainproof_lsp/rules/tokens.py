@@ -1,6 +1,6 @@
 """Token-length rules: rows longer than the context, rows truncated to nothing to train on.
 
-Every check reads the `TokenLengths` of one dataset file (trainproof_lsp/tokens.py counts
+Every check reads the `TokenLengths` of one dataset file (trainproof_lsp/readers/tokens.py counts
 them with the run's tokenizer) and the context length from `--max-len`; none of them
 opens a file or loads a tokenizer. The registry entries are the tuple TOKEN_RULES; preflight
 lists them as skipped, with the reason, whenever the counts are not there.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, cast
 
-from ..model import Hit, Level, Location, Span
-from ..tokens import NOT_COUNTED, TokenLengths
+from ..core.model import Hit, Level, Location, Span
+from ..readers.tokens import NOT_COUNTED, TokenLengths
 from .base import NoLimits, Rule
 
 

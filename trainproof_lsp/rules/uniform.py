@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import LOSS, Hit, Level, Related, Run
+from ..core.model import LOSS, Hit, Level, Related, Run
 from ._stats import median, rolling_levels, window_for
 from .base import Context, Rule, Skip, fmt, need
 

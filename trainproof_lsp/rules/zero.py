@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import GRAD_NORM, LOSS, Hit, Level, Run
+from ..core.model import GRAD_NORM, LOSS, Hit, Level, Run
 from ._stats import mann_kendall_z, median, window_for
 from .base import Context, NoLimits, Rule, Skip, fmt, need
 

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
-from ..model import Finding, Report, Run
+from ..core.model import Finding, Report, Run
 from . import datasets
 from .diagnostics import capped
 from .documents import LineDocument, LineEdit
 from .kinds import DocKind, kind_of
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..core.config import Config
     from .app import TrainproofServer
 
 # The engine (readers, rules) is imported on first use, in a worker thread, not at
@@ -59,8 +59,8 @@ class DocResult:
     def run(self, path: Path) -> Run | None:
         """The metric run behind a log's findings (for sparklines), read once on demand."""
         if self._run is None and self.kind.kind == "metrics" and self.data is not None:
-            from .. import engine
-            from ..detect import detect
+            from ..judge import engine
+            from ..readers.detect import detect
 
             try:
                 self._run = engine.read_run(path, detect(path, self.data[:HEAD_BYTES]), self.data)
@@ -87,7 +87,7 @@ class Configs:
         config = self._cache.get(folder)
         if config is not None:
             return config
-        from ..config import Config, ConfigError, discover, load_file, with_caps, with_columns, with_vocab
+        from ..core.config import Config, ConfigError, discover, load_file, with_caps, with_columns, with_vocab
 
         if config is None:
             settings = self._server.tp.settings
@@ -118,7 +118,7 @@ def _judge_buffer(path: Path, text: str | None, lines: list[str] | None, config:
                   kind: DocKind) -> tuple[Report | None, bytes | None, str]:
     """Runs in a worker thread, on a snapshot of the buffer (its text, or a copy of its
     line list). Never raises: an engine bug is a NOT-CHECKED report."""
-    from .. import engine
+    from ..judge import engine
 
     if text is None:
         text = "\n".join(lines or ())

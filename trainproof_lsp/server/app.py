@@ -271,7 +271,7 @@ class TrainproofServer(LanguageServer):
 def _write_rule_docs() -> str | None:
     """The rule docs as a local file for codeDescription.href: always there, offline, and
     the same version as the server that cites them."""
-    from ..render import rules_markdown
+    from ..output.render import rules_markdown
 
     base = commands.cache_base()
     target = base / "rules.md"
@@ -289,7 +289,11 @@ def _write_rule_docs() -> str | None:
 
 def _load_engine() -> None:
     try:
-        from .. import config, detect, engine, preflight, render  # noqa: F401
+        from ..core import config
+        from ..readers import detect
+        from ..judge import engine
+        from ..judge import preflight
+        from ..output import render  # noqa: F401
     except Exception:  # a partial installation: the first check will say what is missing
         log.warning("engine modules could not be preloaded", exc_info=True)
     try:  # optional (the `speed` extra): duplicate search in C on every dataset check

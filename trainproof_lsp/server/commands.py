@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from lsprotocol import types as lsp
 
 from .. import TOOL_NAME, __version__
-from ..model import Artefact, Finding, Level, Location, Related, Report, Span, Verdict
+from ..core.model import Artefact, Finding, Level, Location, Related, Report, Span, Verdict
 from . import datasets
 from .children import BadValue, cli_child, existing_path, interpreter
 from .diagnostics import by_path, capped
@@ -551,7 +551,7 @@ def register(ls) -> None:
         run = _path_arg(ls, args)
         if run is None:
             return bad_args(COMPARE, "a run's log or folder (and optionally a baseline)")
-        if optional_module("compare") is None:
+        if optional_module("judge.compare") is None:
             text = f"trainproof compare: not available in this version ({TOOL_NAME} {__version__})"
             tp.warn(text)
             return {"status": "unavailable", "message": text}
@@ -594,7 +594,7 @@ def register(ls) -> None:
                     "trainproof.checkEnvironment = true to allow it")
             tp.warn(text)
             return {"status": "disabled", "message": text}
-        if optional_module("envcheck") is None:
+        if optional_module("readers.envcheck") is None:
             text = f"trainproof env: not available in this version ({TOOL_NAME} {__version__})"
             tp.warn(text)
             return {"status": "unavailable", "message": text}
@@ -618,7 +618,7 @@ def register(ls) -> None:
             text = f"trainproof: {result.note if result is not None and result.note else 'no report for this document'}"
             tp.message(text)
             return {"status": "none", "message": text}
-        from ..render import report_json
+        from ..output.render import report_json
 
         r = result.report
         lines = [f"{r.verdict.value}: {len(r.findings)} finding(s)" + (f" — {r.reason}" if r.reason else "")]
@@ -654,8 +654,8 @@ def register(ls) -> None:
                                 "last_check": tp.analyzer.results[uri].mode if uri in tp.analyzer.results else None}
                           for uri, d in tp.documents.items()},
             "engine": {"preflight": datasets.available(),
-                       "compare": optional_module("compare") is not None,
-                       "envcheck": optional_module("envcheck") is not None},
+                       "compare": optional_module("judge.compare") is not None,
+                       "envcheck": optional_module("readers.envcheck") is not None},
         }
         tp.message(f"{TOOL_NAME} {__version__} (pygls {info['pygls']}, Python {info['python']}); "
                    f"{len(tp.documents)} open document(s); diagnostics by {info['diagnostics']}; "

@@ -27,14 +27,14 @@ from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..model import Report
+from ..core.model import Report
 from .documents import LineEdit
 from .kinds import optional_module
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..core.config import Config
 
-UNAVAILABLE = "dataset checks are not available in this version (no trainproof_lsp.preflight)"
+UNAVAILABLE = "dataset checks are not available in this version (no trainproof_lsp.judge.preflight)"
 # How far to look for a format's next row when an edit removed its first one, before
 # re-scanning the whole buffer instead (a rare format scattered through a big file).
 _FIRST_LOOKAHEAD = 2000
@@ -44,7 +44,7 @@ _HEAD_BYTES = 4096  # how far the reader's head checks (layout, NUL bytes) look,
 
 
 def preflight():
-    module = optional_module("preflight")
+    module = optional_module("judge.preflight")
     return module if module is not None and hasattr(module, "judge_dataset") else None
 
 

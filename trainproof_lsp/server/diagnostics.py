@@ -20,8 +20,8 @@ from typing import Callable, Iterable, Sequence
 
 from lsprotocol import types as lsp
 
-from ..model import Finding, Level, Report, Span
-from ..positions import client_column
+from ..core.model import Finding, Level, Report, Span
+from ..core.positions import client_column
 from .documents import path_to_uri
 
 SOURCE = "trainproof"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from ..positions import code_point_column
+from ..core.positions import code_point_column
 
 
 def uri_to_path(uri: str) -> Path:

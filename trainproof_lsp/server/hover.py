@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from lsprotocol import types as lsp
 
-from ..model import LOSS, Finding, Run
+from ..core.model import LOSS, Finding, Run
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 NON_FINITE = "×"

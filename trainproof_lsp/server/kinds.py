@@ -35,7 +35,7 @@ class DocKind:
 
 
 def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKind:
-    from ..detect import HEAD_BYTES, detect, imports_training_framework  # loaded on first use
+    from ..readers.detect import HEAD_BYTES, detect, imports_training_framework  # loaded on first use
 
     head = head[:HEAD_BYTES]
     if path.name in MODEL_CONFIGS or path.name in TOKENIZER_FILES:

@@ -46,7 +46,7 @@ class Settings:
     # `columns` in [tool.trainproof].
     columns: tuple[str, ...] = ()
     rules_docs_url: str | None = None  # e.g. "https://example.org/rules.md#{id_lower}"
-    # Size caps for huge or hostile files (trainproof_lsp/caps.py holds the defaults and
+    # Size caps for huge or hostile files (trainproof_lsp/core/caps.py holds the defaults and
     # why); None: `[tool.trainproof.caps]` or the default.
     max_log_mb: int | None = None
     max_log_entries: int | None = None

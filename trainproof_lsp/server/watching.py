@@ -40,8 +40,8 @@ async def register_watchers(ls) -> None:
 
 def judge_from_disk(path: Path, config):
     """Runs in a worker thread: the engine's verdict on the file as it is on disk."""
-    from .. import engine
-    from ..detect import HEAD_BYTES
+    from ..judge import engine
+    from ..readers.detect import HEAD_BYTES
 
     try:
         with path.open("rb") as fh:

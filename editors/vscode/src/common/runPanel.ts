@@ -1,6 +1,6 @@
 // "Show run": the run report page in a webview beside the log, one panel per log. The
 // server judges the run and draws the page (trainproof.showRun: the page `doctor --html`
-// writes, trainproof_lsp/report_html.py); this module finds the log, asks, and shows the
+// writes, trainproof_lsp/output/html.py); this module finds the log, asks, and shows the
 // answer. The page carries its own Content-Security-Policy (default-src 'none') and the
 // panel runs no scripts and loads no local resources.
 import * as path from 'path';

@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .readers.coqui import looks_like_coqui
-from .readers.metrics import ALIASES, STEP_ALIASES
-from .readers.script import CONFIG_CLASSES
+from .coqui import looks_like_coqui
+from .metrics import ALIASES, STEP_ALIASES
+from .script import CONFIG_CLASSES
 
 HEAD_BYTES = 64 * 1024
 

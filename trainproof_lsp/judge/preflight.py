@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .config import Config
+from ..core.config import Config
 from .engine import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
-from .model import Artefact, Check, Finding, Outcome, ReadError, Report, Span
-from .readers.dataset import DatasetScan, scan_dataset
-from .readers.tokenizer import read_tokenizer_dir
-from .rules.dataset import DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext
-from .rules.tokenizer import QUIET_SKIPS, TEMPLATE_NO_EOS, TOKENIZER_RULES, TokenizerContext
-from .readers.dataset import NOT_ALTERNATING as NOT_ALTERNATING_KIND
-from .rules.tokens import TEMPLATE_ERROR, TOKEN_RULES, TokenContext
-from .tokens import TemplateRendered, TokenizerUnavailable, TokenLengths, count_tokens, load_tokenizer, render_rows
+from ..core.model import Artefact, Check, Finding, Outcome, ReadError, Report, Span
+from ..readers.dataset import DatasetScan, scan_dataset
+from ..readers.tokenizer import read_tokenizer_dir
+from ..rules.dataset import DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext
+from ..rules.tokenizer import QUIET_SKIPS, TEMPLATE_NO_EOS, TOKENIZER_RULES, TokenizerContext
+from ..readers.dataset import NOT_ALTERNATING as NOT_ALTERNATING_KIND
+from ..rules.tokens import TEMPLATE_ERROR, TOKEN_RULES, TokenContext
+from ..readers.tokens import TemplateRendered, TokenizerUnavailable, TokenLengths, count_tokens, load_tokenizer, render_rows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,8 +95,8 @@ class TemplateRows:
 
     def _load(self) -> tuple[str, dict] | str:
         if self._template is None:
-            from . import chat_template as ct
-            from .rules.tokenizer import special_tokens
+            from ..readers import chat_template as ct
+            from ..rules.tokenizer import special_tokens
 
             try:
                 tok = read_tokenizer_dir(self.tokenizer_dir or "")

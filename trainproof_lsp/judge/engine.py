@@ -12,28 +12,28 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from .caps import not_regular
-from .config import Config
+from ..core.caps import not_regular
+from ..core.config import Config
 from .coverage import too_short
-from .detect import HEAD_BYTES, RESIDENTS, Detected, detect
-from .model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
+from ..readers.detect import HEAD_BYTES, RESIDENTS, Detected, detect
+from ..core.model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                     Related, Report, Run, Segment, Series, Span, Verdict)
-from .readers.adjacent import run_root
-from .readers.checkpoint import CheckpointFacts
-from .readers.tokenizer import TOKENIZER_FILES
+from ..readers.adjacent import run_root
+from ..readers.checkpoint import CheckpointFacts
+from ..readers.tokenizer import TOKENIZER_FILES
 
 if TYPE_CHECKING:
-    from .envcheck import EnvRequest
-from .readers.coqui import read_coqui_log
-from .readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
-from .readers.mlflow import is_mlflow_run, read_mlflow_run
-from .readers.tensorboard import read_event_files, run_folder
-from .readers.trainer_state import read_trainer_state
-from .rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Rule, Skip, metric_rules, rules_for
-from .rules.eventfile import CORRUPT_RULE, TRUNCATED_RULE
-from .rules.nonfinite import NAN_RULE
-from .rules.steps import APPENDED_RULE as APPENDED_RUNS, seams
-from .tfevents import EventFileScan
+    from ..readers.envcheck import EnvRequest
+from ..readers.coqui import read_coqui_log
+from ..readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
+from ..readers.mlflow import is_mlflow_run, read_mlflow_run
+from ..readers.tensorboard import read_event_files, run_folder
+from ..readers.trainer_state import read_trainer_state
+from ..rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Rule, Skip, metric_rules, rules_for
+from ..rules.eventfile import CORRUPT_RULE, TRUNCATED_RULE
+from ..rules.nonfinite import NAN_RULE
+from ..rules.steps import APPENDED_RULE as APPENDED_RUNS, seams
+from ..readers.tfevents import EventFileScan
 
 # Formats whose records are the file's rows in order, so a step going back is a row
 # written later (event files are merged and sorted by step; MLflow numbers each metric
@@ -316,7 +316,7 @@ def read_run(path: Path, detected: Detected, data: bytes | None = None, config: 
              columns: "Mapping[str, str] | None" = None) -> Run:
     """A text log read into a Run, within the config's caps; `columns` (default: the
     config's) names the series the alias table misses."""
-    from .readers.trainer_state import check_caps
+    from ..readers.trainer_state import check_caps
 
     reader = _READERS[detected.format]
     config = config or Config()
@@ -688,7 +688,7 @@ def judge_facts(facts: object, *, kind: str, path: str, fmt: str, config: Config
 
 def read_reference(path: Path) -> "CheckpointFacts":
     """The --reference checkpoint (names and shapes only); ReadError with one line if unusable."""
-    from .readers.checkpoint import CheckpointError, read_checkpoint
+    from ..readers.checkpoint import CheckpointError, read_checkpoint
 
     if not path.exists():
         raise ReadError(f"--reference {path}: no such file")
@@ -706,7 +706,7 @@ def judge_checkpoint(path: Path, config: Config, *, reference: "CheckpointFacts 
     """A checkpoint read without executing it (readers/checkpoint.py)."""
     from dataclasses import replace
 
-    from .readers.checkpoint import CheckpointError, read_checkpoint
+    from ..readers.checkpoint import CheckpointError, read_checkpoint
 
     name = str(path)
     try:
@@ -733,8 +733,8 @@ def judge_script(path: Path, config: Config, *, data: bytes | None = None) -> Re
     """A training script's config, read with ast (readers/script.py); never imported."""
     from dataclasses import replace
 
-    from .readers.script import read_script
-    from .rules.env import IMPORT_FAIL_RULE
+    from ..readers.script import read_script
+    from ..rules.env import IMPORT_FAIL_RULE
 
     name = str(path)
     try:
@@ -766,9 +766,9 @@ def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None
     found); `found_from_cwd` says it was found relative to --cwd only."""
     from dataclasses import replace
 
-    from .envcheck import collect
-    from .readers.checkpoint import CheckpointFacts as Facts, Problem
-    from .rules.entrypoint import FROM_CWD_RULE
+    from ..readers.envcheck import collect
+    from ..readers.checkpoint import CheckpointFacts as Facts, Problem
+    from ..rules.entrypoint import FROM_CWD_RULE
 
     facts = collect(request)
     # An import the probe refused because it would run the entrypoint's top level: not

@@ -8,10 +8,10 @@ import json
 import math
 from typing import Any, Iterable
 
-from . import TOOL_NAME, __version__
-from .model import Finding, Level, Location, Outcome, Report, Verdict
-from .positions import one_based
-from .rules import REGISTRY, Rule
+from .. import TOOL_NAME, __version__
+from ..core.model import Finding, Level, Location, Outcome, Report, Verdict
+from ..core.positions import one_based
+from ..rules import REGISTRY, Rule
 
 SCHEMA_VERSION = 1
 # Findings of one rule shown in text output before "...and N more" (JSON lists all).

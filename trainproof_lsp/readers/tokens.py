@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .readers import dataset as ds
+from . import dataset as ds
 
 # Rows per tokenizer call. Fast tokenizers encode a batch in parallel in Rust; a few
 # hundred rows amortise the per-call cost while one batch's rendered texts stay small.

@@ -30,7 +30,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from .caps import DEFAULT_CAPS, Caps, CapsError, caps_from_table
-from .rules import BY_ID, Rule
+from ..rules import BY_ID, Rule
 
 
 class ConfigError(Exception):
@@ -127,7 +127,7 @@ def from_table(table: Mapping[str, Any], where: str) -> Config:
 def parse_columns(value: Any, where: str) -> dict[str, str]:
     """The `columns` setting: a table {series = "column name"} (TOML), or "series=name"
     strings (`--column`, the editor setting). Series are the canonical names."""
-    from .readers.metrics import MAPPABLE
+    from ..readers.metrics import MAPPABLE
 
     pairs: list[tuple[Any, Any]] = []
     if isinstance(value, dict):

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Iterable
 
 from . import engine
-from .config import Config
-from .model import Artefact, Check, Finding, Level, Location, Number, Outcome, Report, Run, Verdict
-from .rules import NOT_CHECKED, REGISTRY
-from .rules.base import Context
-from .rules.compare import CMP_ERROR_RULE, UNCOMPARABLE_RULE, Uncomparable, align
+from ..core.config import Config
+from ..core.model import Artefact, Check, Finding, Level, Location, Number, Outcome, Report, Run, Verdict
+from ..rules import NOT_CHECKED, REGISTRY
+from ..rules.base import Context
+from ..rules.compare import CMP_ERROR_RULE, UNCOMPARABLE_RULE, Uncomparable, align
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .model import EVAL_LOSS, LOSS, LOSS_EPOCH, Run
-from .rules import BY_ID
-from .rules._views import is_too_short
+from ..core.model import EVAL_LOSS, LOSS, LOSS_EPOCH, Run
+from ..rules import BY_ID
+from ..rules._views import is_too_short
 
 if TYPE_CHECKING:
-    from .config import Config
+    from ..core.config import Config
 
 # The checks that judge the shape of the loss curve; when none of them can run, the curve
 # was not judged.

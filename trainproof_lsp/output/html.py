@@ -19,13 +19,13 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 
-from . import TOOL_NAME, __version__
-from .model import (EVAL_LOSS, GRAD_NORM, LOSS, LR, Finding, Level, Location, Outcome, Report, Run, Series,
+from .. import TOOL_NAME, __version__
+from ..core.model import (EVAL_LOSS, GRAD_NORM, LOSS, LR, Finding, Level, Location, Outcome, Report, Run, Series,
                     Verdict)
 
 if TYPE_CHECKING:
-    from .config import Config
-    from .readers.checkpoint import CheckpointFacts
+    from ..core.config import Config
+    from ..readers.checkpoint import CheckpointFacts
 
 # The curves a page draws, in this order, with the name a reader knows them by.
 CHARTED = (LOSS, EVAL_LOSS, LR, GRAD_NORM)
@@ -64,10 +64,10 @@ def doctor_with_runs(paths: Iterable[Path], config: "Config", *, baseline: Path 
                      reference: "CheckpointFacts | None" = None) -> tuple[Outcome, dict[str, Run]]:
     """What `doctor` judges (compared with `baseline` when given, as `doctor --baseline`),
     and each metric run it judged by path: the curves of the page."""
-    from . import engine
+    from ..judge import engine
 
     if baseline is not None:
-        from . import compare
+        from ..judge import compare
 
         return compare.doctor_with_runs(paths, config, baseline)
     runs: dict[str, Run] = {}
@@ -91,7 +91,7 @@ def render_run_report_html(target: Sequence[str | os.PathLike[str]] | Outcome, c
     """
     if isinstance(target, Outcome):
         return to_html(target, runs or {})
-    from .config import ConfigError, discover
+    from ..core.config import ConfigError, discover
 
     paths = [Path(p) for p in target] or [Path(".")]
     try:
@@ -278,7 +278,7 @@ class _StepIndex:
 
 def _chart_series(f: Finding) -> str | None:
     """The curve a finding is marked on: the series its rule reads."""
-    from .rules import BY_ID
+    from ..rules import BY_ID
 
     rule = BY_ID.get(f.id)
     if rule is None:
@@ -740,7 +740,7 @@ def _baseline_scale(run: Run, base: Run, comparison: Mapping[str, object]) -> fl
     run's schedule length over the baseline's (as the comparison aligned them)."""
     if comparison.get("axis") != "fraction":
         return 1.0
-    from .rules.compare import schedule_length
+    from ..rules.compare import schedule_length
 
     return schedule_length(run) / schedule_length(base)
 
@@ -755,7 +755,7 @@ def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparis
     band = None
     lo, hi = comparison.get("common_from"), comparison.get("common_to")
     if base_run is not None and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
-        from .rules.compare import schedule_length
+        from ..rules.compare import schedule_length
 
         k = schedule_length(run) if comparison.get("axis") == "fraction" else 1.0
         band = (float(lo) * k, float(hi) * k)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .model import Location, ReadError, Span
+from ..core.model import Location, ReadError, Span
 
 CHILD_SOURCE_FILE = Path(__file__).with_name("import_probe_child.py")
 
@@ -314,7 +314,7 @@ def _package_of(entry: Path) -> tuple[str, Path] | None:
 def collect(req: EnvRequest) -> EnvFacts:
     """Everything `env` measures, as facts. Never runs the entrypoint's top level unless
     req.run_entrypoint."""
-    from .readers.script import read_script
+    from .script import read_script
 
     python = req.python or sys.executable
     cwd = req.cwd.resolve() if req.cwd is not None else Path.cwd()
