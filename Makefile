@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-under-load bench docs clean real-clients e2e-deps vsix e2e e2e-run
+.PHONY: setup demo test typecheck test-under-load bench docs clean real-clients e2e-deps vsix e2e e2e-run
 
 # What `make demo` needs: trainproof-lsp (editable) and its runtime dependencies.
 $(BASE_STAMP): pyproject.toml
@@ -41,6 +41,10 @@ test: setup $(if $(filter true,$(CI)),e2e-deps)
 	  && TP_PYTHON=$(abspath $(PY)) npm test) || { echo "make test: the extension's tests failed"; status=1; }; \
 	if [ $$status -ne 0 ]; then echo "make test: FAILED (pytest exit or extension tests; see above)"; fi; \
 	exit $$status
+
+# The types: strict on core/, readers/ and rules/ ([tool.mypy] in pyproject.toml).
+typecheck: setup
+	$(PY) -m mypy
 
 # `make test` three times in a row beside CPU burners on every core (tests/load/busy.py):
 # the suite waits on events, never on how fast this machine happens to be.
