@@ -97,6 +97,7 @@ bench: setup
 
 docs: setup
 	$(PY) -m trainproof_lsp rules --markdown > docs/rules.md
+	$(PY) -m trainproof_lsp.core.formats > docs/formats.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

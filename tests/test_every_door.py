@@ -324,10 +324,11 @@ def test_rows_a_hostile_template_cannot_render_are_said_to_be_unjudged(chat, tmp
     (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
     data, _ = preflight([chat], Config(), tokenizer_dir=folder).reports
     assert data.verdict is Verdict.WARN
+    # findings in the one level order (core/model.py LEVEL_ORDER): WARN before NOT-CHECKED
     assert [(f.id, f.level.value) for f in data.findings] == [
-        ("TP-NOT-CHECKED", "NOT-CHECKED"),
-        ("TP-PRE-TURNS-NOT-ALTERNATING", "WARN"), ("TP-PRE-TURNS-NOT-ALTERNATING", "WARN")]
-    assert data.findings[0].message == (
+        ("TP-PRE-TURNS-NOT-ALTERNATING", "WARN"), ("TP-PRE-TURNS-NOT-ALTERNATING", "WARN"),
+        ("TP-NOT-CHECKED", "NOT-CHECKED")]
+    assert data.findings[-1].message == (
         "TP-PRE-CHAT-TEMPLATE-ERROR not checked on every row whose turns do not alternate: "
         f"the chat template did not finish rendering within {ct.MAX_SECONDS:g} s")
 

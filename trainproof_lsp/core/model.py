@@ -29,6 +29,13 @@ class Level(str, Enum):
     NOT_CHECKED = "NOT-CHECKED"
 
 
+# The one order of finding levels, most severe first, as the verdicts' (CONTRACTS.md:
+# FAIL > WARN > NOT-CHECKED): a report lists its findings in it and the editor sorts
+# a file's diagnostics by it. INFO never changes a verdict, so it comes last.
+LEVEL_ORDER: tuple[Level, ...] = (Level.FAIL, Level.WARN, Level.NOT_CHECKED, Level.INFO)
+LEVEL_RANK: Mapping[Level, int] = {level: i for i, level in enumerate(LEVEL_ORDER)}
+
+
 class Verdict(str, Enum):
     """A report's outcome. Severity order: FAIL > WARN > NOT-CHECKED > PASS."""
 

@@ -54,6 +54,7 @@ from typing import Any, Mapping, TextIO
 import msgspec
 
 from ..core.config import Config
+from ..core.formats import checkpoint_step, is_skipped_folder, is_watched_log
 from ..readers.detect import HEAD_BYTES, Detected, detect
 from ..judge.engine import event_file_findings, not_checked, read_run
 from ..core.model import Finding, NotJudged, Outcome, ReadError, Report, Span, Verdict
@@ -68,9 +69,6 @@ from .stream import STREAM_NAME, encode, stall_event, verdict_event
 
 # Bytes compared at the start of a file on each change: a rewrite from the start shows here.
 _HEAD_CHECK = 256
-# Suffixes of files a folder watch considers (plus event files, by name).
-_LOG_SUFFIXES = {".jsonl", ".ndjson", ".csv", ".tsv", ".json", ".txt", ".log"}
-_SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__"}
 _SCALARS_PLUGIN = b"\x0a\x07scalars"  # PluginData.plugin_name = "scalars", as encoded
 _PROLOGUE_CAP = 1 << 20  # metadata records kept per event file, at most
 
@@ -473,17 +471,17 @@ def _candidates(root: Path) -> dict[str, tuple[Path, str]]:
     states: dict[Path, list[tuple[int, Path]]] = {}
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not is_skipped_folder(d))
         for f in sorted(files):
             if f == STREAM_NAME:
                 continue  # the guardian's own output
             p = here / f
-            if p.suffix.lower() not in _LOG_SUFFIXES and "tfevents" not in f:
+            if not is_watched_log(f):  # the logs of the table of formats (core/formats.py)
                 continue
             if f == "trainer_state.json":
-                n = here.name[len("checkpoint-"):] if here.name.startswith("checkpoint-") else ""
-                if n.isdigit():
-                    states.setdefault(here.parent, []).append((int(n), p))
+                n = checkpoint_step(here.name)
+                if n is not None:
+                    states.setdefault(here.parent, []).append((n, p))
                 else:
                     states.setdefault(here, []).append((1 << 62, p))  # the top-level file wins
                 continue

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..core.caps import not_regular
 from ..core.config import Config
+from ..core.formats import checkpoint_step, is_candidate, is_skipped_folder, run_root
 from .coverage import too_short
 from ..readers.detect import HEAD_BYTES, RESIDENTS, Detected, detect
-from ..core.model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
+from ..core.model import (EVAL_LOSS, LEVEL_RANK, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                     Related, Report, Run, Segment, Series, Span, Verdict)
-from ..readers.adjacent import run_root
 from ..readers.checkpoint import CheckpointFacts
 from ..readers.tokenizer import TOKENIZER_FILES
 
@@ -48,24 +47,16 @@ _READERS: dict[str, Callable[..., Run]] = {
     "coqui-log": read_coqui_log,
 }
 
-_LEVEL_ORDER = {Level.FAIL: 0, Level.NOT_CHECKED: 1, Level.WARN: 2, Level.INFO: 3}
-
-
 def verdict_of(findings: Iterable[Finding]) -> Verdict:
-    levels = {f.level for f in findings}
-    if Level.FAIL in levels:
-        return Verdict.FAIL
-    if Level.WARN in levels:
-        return Verdict.WARN
-    if Level.NOT_CHECKED in levels:
-        return Verdict.NOT_CHECKED
-    return Verdict.PASS
+    """The most severe level among the findings, as a verdict (INFO: PASS)."""
+    level = min((f.level for f in findings), key=LEVEL_RANK.__getitem__, default=Level.INFO)
+    return Verdict.PASS if level is Level.INFO else Verdict(level.value)
 
 
 def finding_order(f: Finding) -> tuple:
     """The one order of findings in reports: level, path, line, column, id, message."""
     span = f.location.span
-    return (_LEVEL_ORDER[f.level], f.location.path, span.start_line if span else -1,
+    return (LEVEL_RANK[f.level], f.location.path, span.start_line if span else -1,
             span.start_char if span else -1, f.id, f.message)
 
 
@@ -401,12 +392,6 @@ def judge_event_files(paths: list[Path], config: Config) -> Report:
 
 # --- doctor: whole folders ------------------------------------------------------------
 
-_SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache",
-              ".pytest_cache", ".tox", ".ruff_cache", "wandb-cache",
-              "site-packages", "dist-packages"}
-_CANDIDATE_SUFFIXES = {".json", ".jsonl", ".ndjson", ".csv", ".tsv", ".pt", ".pth", ".bin", ".py",
-                       ".ckpt", ".safetensors", ".txt", ".log",
-                       ".pkl", ".pickle", ".joblib", ".tar"}  # pickles: walked, never loaded
 # An MLflow run folder's own bookkeeping (one file per metric/param/tag, no suffix).
 _MLFLOW_DIRS = {"metrics", "params", "tags"}
 
@@ -417,13 +402,13 @@ def walk(root: Path) -> list[Path]:
     found: list[Path] = []
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not is_skipped_folder(d))
         if is_mlflow_run(here):
             found.append(here)
             dirs[:] = [d for d in dirs if d not in _MLFLOW_DIRS]
         for f in sorted(files):
             p = here / f
-            if p.suffix.lower() in _CANDIDATE_SUFFIXES or "tfevents" in f:
+            if is_candidate(f):
                 found.append(p)
     return found
 
@@ -541,15 +526,12 @@ def judge_tokenizer_folders(folders: Iterable[Path], config: Config, passed_over
                                          reason="tokenizer.json without tokenizer_config.json or "
                                                 "special_tokens_map.json; not judged as a tokenizer folder"))
             continue
-        if _CHECKPOINT_DIR.match(folder.name) and parent in chosen and _same_tokenizer_settings(folder, parent):
+        if checkpoint_step(folder.name) is not None and parent in chosen and _same_tokenizer_settings(folder, parent):
             passed_over.append(NotJudged(path=str(folder), reason=f"tokenizer files: the same settings as "
                                                                   f"{parent}'s, judged there"))
             continue
         reports.append(judge_tokenizer(folder, config))
     return reports
-
-
-_CHECKPOINT_DIR = re.compile(r"checkpoint-\d+$")
 
 
 def _group_key(path: Path, detected: Detected) -> Path:

@@ -4,10 +4,10 @@ config.json (for the number of output classes)."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-_CKPT = re.compile(r"^checkpoint-(\d+)$")
+from ..core.formats import checkpoint_step
+from ..core.formats import run_root as run_root  # where readers and the server have long found it
 
 # Architectures whose output is a class label rather than a token: their loss bound is
 # ln(num_labels), not ln(vocab_size).
@@ -16,19 +16,13 @@ CLASSIFIER_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification",
                         "ForMultipleChoice")
 
 
-def run_root(log_path: Path) -> Path:
-    """The output_dir of a log: a checkpoint-N/ copy belongs to its parent's run."""
-    parent = log_path.parent
-    return parent.parent if _CKPT.match(parent.name) else parent
-
-
 def checkpoint_steps(root: Path) -> tuple[int, ...]:
     steps = []
     try:
         for child in root.iterdir():
-            m = _CKPT.match(child.name)
-            if m and child.is_dir():
-                steps.append(int(m.group(1)))
+            step = checkpoint_step(child.name)
+            if step is not None and child.is_dir():
+                steps.append(step)
     except OSError:
         return ()
     return tuple(sorted(steps))

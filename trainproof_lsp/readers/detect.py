@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.formats import by_name, formats_of
 from .coqui import looks_like_coqui
 from .metrics import ALIASES, STEP_ALIASES
 from .script import CONFIG_CLASSES
@@ -23,8 +24,16 @@ class Detected:
 _LOSS_KEYS = frozenset(a for k in ("loss", "eval_loss") for a in ALIASES[k])
 _DATASET_KEYS = frozenset({"text", "messages", "conversations", "prompt", "completion",
                            "instruction", "chosen", "rejected", "input", "output", "content"})
-_CHECKPOINT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt", ".safetensors",
-                        ".pkl", ".pickle", ".joblib"}  # every pickle is walked, never loaded
+# By name, from the table of formats (core/formats.py); every pickle is walked, never loaded.
+_CHECKPOINT_SUFFIXES = {f.suffixes[0]: f.name for f in formats_of("checkpoint")
+                        if f.name not in ("sharded-index", "tar")}
+_TFEVENTS = by_name("tfevents")
+_TRAINER_STATE = by_name("hf-trainer-state").names
+_SHARDED_INDEX = by_name("sharded-index").suffixes
+_CSV = by_name("metrics-csv").suffixes
+_JSONL = by_name("metrics-jsonl").suffixes
+_SCRIPT = by_name("python").suffixes
+_COQUI = by_name("coqui-log").suffixes
 
 # Ordinary residents of an HF output_dir that are not logs and need no judgement here.
 # (training_args.bin is a pickle: it is walked like a checkpoint, never unpickled.)
@@ -41,7 +50,6 @@ RESIDENTS = {
     "hparams.yaml": "Lightning hyper-parameters; not a log",
     "run_meta.json": "run notes; not a log",
 }
-_TFEVENTS = re.compile(r"events\.out\.tfevents\.")
 _TRAINING_CONFIG = re.compile(rb"\b(?:" + b"|".join(c.encode() for c in CONFIG_CLASSES) + rb")\s*\(")
 
 
@@ -75,30 +83,30 @@ def detect(path: Path, head: bytes) -> Detected:
     name = path.name
     lower = name.lower()
     suffix = path.suffix.lower()
-    if _TFEVENTS.search(name):
+    if _TFEVENTS.matches(name):
         return Detected("metrics", "tfevents")
     if name in RESIDENTS:
         return Detected("resident", name, RESIDENTS[name])
-    if name == "trainer_state.json" or (suffix == ".json" and b'"log_history"' in head):
+    if name in _TRAINER_STATE or (suffix == ".json" and b'"log_history"' in head):
         return Detected("metrics", "hf-trainer-state")
-    if lower.endswith(".index.json"):
+    if lower.endswith(_SHARDED_INDEX):
         return Detected("checkpoint", "sharded-index")
     if suffix in _CHECKPOINT_SUFFIXES:
-        return Detected("checkpoint", suffix.lstrip("."))
+        return Detected("checkpoint", _CHECKPOINT_SUFFIXES[suffix])
     if suffix == ".tar" and (lower.endswith(".pth.tar") or lower.endswith(".pt.tar")
                              or _torch_legacy_tar(head)):
         # `model_best.pth.tar` (a torch.save under a tar name) or torch's legacy tar format
         return Detected("checkpoint", "tar")
-    if suffix == ".py":
+    if suffix in _SCRIPT:
         # A training script has a TrainingArguments-family config to lint; any other
         # Python file has nothing for the static lint to judge.
         if _TRAINING_CONFIG.search(head):
             return Detected("script", "python")
         return Detected("other", "python", "Python file without a TrainingArguments/SFTConfig-family "
                                            "call; nothing for the static lint to judge")
-    if suffix in (".csv", ".tsv"):
+    if suffix in _CSV:
         return Detected("metrics", "metrics-csv")
-    if suffix in (".jsonl", ".ndjson") or (suffix == ".json" and head.lstrip()[:1] == b"["):
+    if suffix in _JSONL or (suffix == ".json" and head.lstrip()[:1] == b"["):
         keys = _first_keys(head)
         fmt = "metrics-jsonl" if suffix != ".json" else "metrics-json"
         if keys & _LOSS_KEYS or (keys & set(STEP_ALIASES) and not keys & _DATASET_KEYS):
@@ -110,6 +118,6 @@ def detect(path: Path, head: bytes) -> Detected:
         return Detected("metrics", fmt)
     if suffix == ".json":
         return Detected("other", "json", "JSON without log_history or records; not a log")
-    if suffix in (".txt", ".log") and looks_like_coqui(head):
+    if suffix in _COQUI and looks_like_coqui(head):
         return Detected("metrics", "coqui-log")
     return Detected("other", suffix.lstrip(".") or "file", "")

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Sequence
 
 from lsprotocol import types as lsp
 
-from ..core.model import Finding, Level, Report, Span
+from ..core.model import LEVEL_RANK, Finding, Level, Report, Span
 from ..core.positions import client_column
 from .documents import path_to_uri
 
@@ -32,7 +32,6 @@ SEVERITY = {
     Level.INFO: lsp.DiagnosticSeverity.Information,
     Level.NOT_CHECKED: lsp.DiagnosticSeverity.Information,
 }
-_ORDER = {Level.FAIL: 0, Level.WARN: 1, Level.NOT_CHECKED: 2, Level.INFO: 3}
 
 # (path, line) -> the line's text, for column units; None when the file is all ASCII and
 # columns need no conversion.
@@ -104,7 +103,7 @@ def _message(f: Finding) -> str:
 
 def _sort_key(f: Finding) -> tuple:
     span = f.location.span
-    return (_ORDER[f.level], span.start_line if span else -1, span.start_char if span else -1, f.id)
+    return (LEVEL_RANK[f.level], span.start_line if span else -1, span.start_char if span else -1, f.id)
 
 
 def capped(findings: Sequence[Finding], path: str, line_text: LineText, how: Presentation,

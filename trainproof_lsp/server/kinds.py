@@ -19,11 +19,13 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-MODEL_CONFIGS = frozenset({"config.json", "generation_config.json", "adapter_config.json"})
+from ..core.formats import by_name
+
+MODEL_CONFIGS = frozenset(by_name("model-config").names)
 # Judged with their folder (preflight.judge_tokenizer, from disk); the chat template's
 # findings land on whichever file holds it (tokenizer_config.json or chat_template.jinja).
-TOKENIZER_FILES = frozenset({"tokenizer_config.json", "special_tokens_map.json", "tokenizer.json",
-                             "chat_template.jinja", "chat_template.json"})
+TOKENIZER_FILES = frozenset(by_name("tokenizer").names)
+_SCRIPT = by_name("python").suffixes
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +47,7 @@ def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKi
         return DocKind(detected.kind, detected.format, detected.reason)
     if detected.kind in ("tfevents", "checkpoint"):
         return DocKind("binary", detected.format, detected.reason)
-    if path.suffix == ".py":
+    if path.suffix in _SCRIPT:
         configured = any(path.match(e) or str(path).endswith(e.lstrip("./")) for e in entrypoints)
         if configured or imports_training_framework(head):
             return DocKind("script", "python", detected.reason, lint=False)

@@ -14,13 +14,11 @@ from pathlib import Path
 
 from lsprotocol import types as lsp
 
-from ..readers.adjacent import run_root
+from ..core.formats import is_run_marker, is_skipped_folder, run_root
 from .commands import ENVIRONMENT_OFF, SHOW_RUN, run_page_shown_by
 from .documents import path_to_uri
 
 _TOP = lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0))
-# What marks a folder as a run's output: enough to offer "Doctor" on it.
-_RUN_MARKERS = ("trainer_state.json", "metrics.csv", "metrics.jsonl", "hparams.yaml")
 _SCAN_LIMIT = 400  # directory entries looked at per script: lenses must stay instant
 
 
@@ -47,9 +45,7 @@ def _is_run_folder(folder: Path) -> bool:
             for i, entry in enumerate(entries):
                 if i > _SCAN_LIMIT:
                     return False
-                name = entry.name
-                if name in _RUN_MARKERS or name.startswith(("checkpoint-", "events.out.tfevents.", "version_")) \
-                        or name.endswith((".ckpt", ".safetensors")):
+                if is_run_marker(entry.name):  # enough to offer "Doctor" on the folder
                     return True
     except OSError:
         return False
@@ -62,7 +58,7 @@ def adjacent_run_folders(script: Path) -> list[Path]:
     found: list[Path] = []
     base = script.parent
     try:
-        children = sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))[:_SCAN_LIMIT]
+        children = sorted(p for p in base.iterdir() if p.is_dir() and not is_skipped_folder(p.name))[:_SCAN_LIMIT]
     except OSError:
         return found
     for child in children:

@@ -12,19 +12,30 @@ import asyncio
 import logging
 import uuid
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types as lsp
 
+from ..core.formats import in_skipped_folder, watched_globs
 from .diagnostics import capped
 from .documents import uri_to_path
 from .kinds import kind_of
 
 log = logging.getLogger(__name__)
 
-GLOBS = ("**/trainer_state.json", "**/*.{jsonl,ndjson,csv,tsv}", "**/events.out.tfevents.*",
-         "**/pyproject.toml")
+# Every file a run writes while it trains (the table of formats, core/formats.py), and the
+# settings file.
+GLOBS = (*watched_globs(), "**/pyproject.toml")
 # A trainer rewrites its log several times per save; judge once it is quiet.
 SETTLE_S = 0.1
+
+
+def workspace_roots(ls: Any) -> list[Path]:
+    workspace = ls.workspace
+    roots = [uri_to_path(f.uri) for f in workspace.folders.values()]
+    if not roots and workspace.root_path:
+        roots.append(Path(workspace.root_path))
+    return roots
 
 
 async def register_watchers(ls) -> None:
@@ -36,6 +47,18 @@ async def register_watchers(ls) -> None:
         ls.tp.registered.append(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     except Exception as e:  # the client said no: no live re-judging, everything else works
         log.warning("could not register file watchers: %s", e)
+
+
+def skipped(path: Path, roots: list[Path]) -> bool:
+    """A change inside a folder `doctor` and `watch` never search (node_modules, a venv,
+    .git, ...): ignored here too. Judged below the workspace folder holding it, so a
+    workspace that itself lies under a dot-folder is still watched."""
+    for root in roots:
+        try:
+            return in_skipped_folder(path.relative_to(root))
+        except ValueError:
+            continue
+    return False
 
 
 def judge_from_disk(path: Path, config):
@@ -76,9 +99,12 @@ def register(ls) -> None:
     @ls.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def did_change_watched_files(ls, params: lsp.DidChangeWatchedFilesParams) -> None:
         recheck = False
+        roots = workspace_roots(ls)
         for change in params.changes:
             uri = change.uri
             path = uri_to_path(uri)
+            if skipped(path, roots):
+                continue
             if path.name == "pyproject.toml":
                 recheck = True
                 continue

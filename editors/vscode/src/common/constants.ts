@@ -37,15 +37,33 @@ export const CLIENT_COMMANDS = {
 } as const;
 
 /** Files whose changes the server hears about (didChangeWatchedFiles): a run that writes
- *  them is re-judged while it trains. The verdict stream also feeds the status bar. */
+ *  them is re-judged while it trains. The verdict stream also feeds the status bar.
+ *  The table of formats (trainproof_lsp/core/formats.py, `watched`) is the definition;
+ *  tests/test_formats.py fails when this list drifts from it. */
 export const WATCHED_GLOBS: readonly string[] = [
-    '**/events.out.tfevents.*',
-    '**/*.ckpt',
     '**/trainer_state.json',
+    '**/events.out.tfevents.*',
+    '**/*.csv',
+    '**/*.tsv',
+    '**/*.jsonl',
+    '**/*.ndjson',
+    '**/*.json',
+    '**/*.txt',
+    '**/*.log',
+    '**/*.pt',
+    '**/*.pth',
+    '**/*.ckpt',
+    '**/*.bin',
+    '**/*.safetensors',
+    '**/*.tar',
+    '**/*.pkl',
+    '**/*.pickle',
+    '**/*.joblib',
     '**/trainproof-verdict.jsonl',
 ];
 export const VERDICT_STREAM_GLOB = '**/trainproof-verdict.jsonl';
 
 /** Documents the server judges: training logs, datasets, training scripts, model and
- *  tokenizer configs (a tokenizer's chat_template.jinja included). */
+ *  tokenizer configs (a tokenizer's chat_template.jinja included): the `opened` formats of
+ *  trainproof_lsp/core/formats.py, checked by tests/test_formats.py. */
 export const DOCUMENT_PATTERN = '**/*.{json,jsonl,ndjson,csv,tsv,py,jinja}';

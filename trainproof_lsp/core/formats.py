@@ -1,0 +1,244 @@
+"""The one table of formats: which files the project reads, by name; which of them a
+training run writes while it trains (watched); which folders are never searched; what
+marks a run folder.
+
+Every front end reads this table and nothing else: the engine's folder walk (`doctor`),
+`watch`, the language server's file watchers and document kinds, and, checked by
+tests/test_formats.py, the VS Code manifest and client and the Neovim setup. docs/formats.md
+is generated from it (`python -m trainproof_lsp.core.formats > docs/formats.md`).
+
+A name decides only the candidates: what a `.json` or `.jsonl` file holds (a metric log,
+a dataset, records of neither) is decided from its first bytes by readers/detect.py.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import Iterable, Literal
+
+Kind = Literal["metrics", "dataset", "checkpoint", "script", "config", "resident"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Format:
+    """One format the project knows by its file name."""
+
+    kind: Kind
+    name: str  # as detection reports it (Detected.format)
+    suffixes: tuple[str, ...] = ()  # lower case, with the dot; ".pth.tar" is a suffix too
+    names: tuple[str, ...] = ()  # exact file names
+    patterns: tuple[str, ...] = ()  # file-name globs (`*` only), e.g. "events.out.tfevents.*"
+    # A training run writes it while it trains: `watch` tails it (metric logs) and the
+    # editors re-judge it from disk when it changes, open or not.
+    watched: bool = False
+    # An editor sends its buffer to the server, which judges it as it is typed.
+    opened: bool = False
+    about: str
+
+    def matches(self, file_name: str) -> bool:
+        lower = file_name.lower()
+        return (file_name in self.names or any(lower.endswith(s) for s in self.suffixes)
+                or any(PurePath(file_name).match(p) for p in self.patterns))
+
+    @property
+    def globs(self) -> tuple[str, ...]:
+        """Workspace globs for this format's files (`**/` + name, pattern or `*` + suffix)."""
+        return tuple(f"**/{n}" for n in (*self.names, *self.patterns)) + tuple(f"**/*{s}" for s in self.suffixes)
+
+
+_PICKLE = "a pickle: its opcodes are walked, never loaded"
+
+FORMATS: tuple[Format, ...] = (
+    # --- metric logs ---------------------------------------------------------------
+    Format(kind="metrics", name="hf-trainer-state", names=("trainer_state.json",), watched=True, opened=True,
+           about="HF Trainer state (`log_history`), also any `.json` holding `log_history`; "
+                 "`checkpoint-N/` copies are prefixes of their run"),
+    Format(kind="metrics", name="tfevents", patterns=("events.out.tfevents.*",), watched=True,
+           about="TensorBoard event file (HF, Lightning, Keras, Coqui), read from the wire format"),
+    Format(kind="metrics", name="metrics-csv", suffixes=(".csv", ".tsv"), watched=True, opened=True,
+           about="metric table: Lightning/Keras CSVLogger, W&B export"),
+    Format(kind="metrics", name="metrics-jsonl", suffixes=(".jsonl", ".ndjson"), watched=True, opened=True,
+           about="one metric record per line (a loss or step key in the first records)"),
+    Format(kind="metrics", name="metrics-json", suffixes=(".json",), watched=True, opened=True,
+           about="a JSON array of metric records"),
+    # Coqui writes a plain text log; the editors do not send every .txt/.log they open
+    # (most are not training logs), the log is re-judged from disk when it changes.
+    Format(kind="metrics", name="coqui-log", suffixes=(".txt", ".log"), watched=True,
+           about="Coqui TTS trainer text log (train and EVAL blocks), recognised by its first bytes"),
+    Format(kind="metrics", name="mlflow",
+           about="MLflow file-store run folder (`meta.yaml` + `metrics/`, one file per metric)"),
+    # --- datasets --------------------------------------------------------------------
+    Format(kind="dataset", name="dataset-jsonl", suffixes=(".jsonl", ".ndjson"), opened=True,
+           about="training dataset, one record per line (text, prompt/completion, messages, "
+                 "conversations, alpaca, preference pairs)"),
+    Format(kind="dataset", name="dataset-json", suffixes=(".json",), opened=True,
+           about="training dataset as a JSON array of records"),
+    # --- checkpoints: read without running (never unpickled). Watched: a checkpoint a run
+    # has just saved is judged (cut off? unsafe pickle?) without anyone opening it.
+    Format(kind="checkpoint", name="pt", watched=True, suffixes=(".pt",), about="torch.save archive"),
+    Format(kind="checkpoint", name="pth", watched=True, suffixes=(".pth",), about="torch.save archive"),
+    Format(kind="checkpoint", name="ckpt", watched=True, suffixes=(".ckpt",), about="Lightning checkpoint"),
+    Format(kind="checkpoint", name="bin", watched=True, suffixes=(".bin",),
+           about="torch.save archive (`pytorch_model.bin`); `training_args.bin` is " + _PICKLE),
+    Format(kind="checkpoint", name="safetensors", watched=True, suffixes=(".safetensors",), about="safetensors header and tensors"),
+    Format(kind="checkpoint", name="sharded-index", watched=True, suffixes=(".index.json",), about="index of a sharded checkpoint"),
+    Format(kind="checkpoint", name="tar", watched=True, suffixes=(".tar",),
+           about="`*.pth.tar`/`*.pt.tar` (torch.save under a tar name), or torch's legacy tar format "
+                 "(by first bytes; any other tar is passed over)"),
+    Format(kind="checkpoint", name="pkl", watched=True, suffixes=(".pkl",), about=_PICKLE),
+    Format(kind="checkpoint", name="pickle", watched=True, suffixes=(".pickle",), about=_PICKLE),
+    Format(kind="checkpoint", name="joblib", watched=True, suffixes=(".joblib",), about=_PICKLE),
+    # --- training scripts and configs ------------------------------------------------
+    Format(kind="script", name="python", suffixes=(".py",), opened=True,
+           about="training script, read with `ast` (a TrainingArguments-family call, or a "
+                 "training-framework import for the editor's lenses)"),
+    # Judged with their folder; the chat template's findings land on whichever file holds it.
+    Format(kind="config", name="tokenizer",
+           names=("tokenizer_config.json", "special_tokens_map.json", "tokenizer.json",
+                  "chat_template.jinja", "chat_template.json"), opened=True,
+           about="tokenizer folder files, read as JSON (no transformers needed)"),
+    Format(kind="config", name="model-config", names=("config.json", "generation_config.json", "adapter_config.json"),
+           opened=True, about="model/generation/adapter settings; `vocab_size`/`num_labels` read from `config.json`"),
+    Format(kind="resident", name="run-resident",
+           names=("vocab.json", "added_tokens.json", "preprocessor_config.json", "hparams.yaml", "run_meta.json"),
+           about="ordinary residents of a run folder: known by name, never judged"),
+)
+
+# Folders never searched by `doctor`, `watch` or the server's watchers: version control,
+# tool caches and installed packages hold no run of the user's (a venv's site-packages has
+# thousands of .json/.py files). Any folder whose name starts with "." is skipped too.
+SKIPPED_FOLDERS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache",
+                             ".pytest_cache", ".tox", ".ruff_cache", "wandb-cache",
+                             "site-packages", "dist-packages"})
+
+# What marks a folder as a training run's output: one entry by these names, prefixes or
+# suffixes (HF output_dir, Lightning version_N/, TensorBoard, checkpoints).
+RUN_MARKER_NAMES = ("trainer_state.json", "metrics.csv", "metrics.jsonl", "hparams.yaml")
+RUN_MARKER_PREFIXES = ("checkpoint-", "events.out.tfevents.", "version_")
+RUN_MARKER_SUFFIXES = (".ckpt", ".safetensors")
+
+# HF Trainer's checkpoint-<step>/ folder: a copy of its run at that step, never a run of its own.
+_CHECKPOINT_FOLDER = re.compile(r"checkpoint-(\d+)$")
+
+
+def by_name(name: str) -> Format:
+    """The table's entry for a format name (KeyError for a name it does not hold)."""
+    for f in FORMATS:
+        if f.name == name:
+            return f
+    raise KeyError(name)
+
+
+def formats_of(kind: Kind) -> tuple[Format, ...]:
+    return tuple(f for f in FORMATS if f.kind == kind)
+
+
+def suffixes(formats: Iterable[Format]) -> frozenset[str]:
+    return frozenset(s for f in formats for s in f.suffixes)
+
+
+def file_names(formats: Iterable[Format]) -> frozenset[str]:
+    return frozenset(n for f in formats for n in f.names)
+
+
+def globs(formats: Iterable[Format]) -> tuple[str, ...]:
+    """The formats' globs, each once, in table order; a suffix another one covers
+    (`.index.json` under `.json`) adds no glob of its own."""
+    chosen = tuple(formats)
+    every = suffixes(chosen)
+    covered = {s for s in every if any(t != s and s.endswith(t) for t in every)}
+    return tuple(dict.fromkeys(g for f in chosen for g in f.globs
+                               if not any(g == f"**/*{s}" for s in covered)))
+
+
+def watched_globs() -> tuple[str, ...]:
+    """What the editors watch: every file a run writes while it trains."""
+    return globs(f for f in FORMATS if f.watched)
+
+
+def opened_extensions() -> frozenset[str]:
+    """Extensions (without the dot) of the files an editor sends to the server when opened."""
+    return frozenset(x.rsplit(".", 1)[-1] for f in FORMATS if f.opened for x in (*f.names, *f.suffixes))
+
+
+def is_watched_log(file_name: str) -> bool:
+    """A metric log `watch` tails."""
+    return any(f.matches(file_name) for f in FORMATS if f.watched and f.kind == "metrics")
+
+
+def is_candidate(file_name: str) -> bool:
+    """A file `doctor` looks at in a folder: any format the table names by suffix or
+    pattern (named residents are listed as passed over)."""
+    return any(f.matches(file_name) for f in FORMATS if f.suffixes or f.patterns)
+
+
+def is_skipped_folder(name: str) -> bool:
+    return name in SKIPPED_FOLDERS or name.startswith(".")
+
+
+def in_skipped_folder(relative: PurePath) -> bool:
+    """A path (relative to the folder searched) lies inside a folder that is never searched."""
+    return any(is_skipped_folder(part) for part in relative.parts[:-1])
+
+
+def checkpoint_step(folder_name: str) -> int | None:
+    """The step of HF's checkpoint-<step>/ folder; None for any other name."""
+    m = _CHECKPOINT_FOLDER.match(folder_name)
+    return int(m.group(1)) if m else None
+
+
+def run_root(log_path: Path) -> Path:
+    """The output_dir of a log: a checkpoint-N/ copy belongs to its parent's run."""
+    parent = log_path.parent
+    return parent.parent if checkpoint_step(parent.name) is not None else parent
+
+
+def is_run_marker(entry_name: str) -> bool:
+    """A folder entry that makes its folder a training run's output."""
+    return (entry_name in RUN_MARKER_NAMES or entry_name.startswith(RUN_MARKER_PREFIXES)
+            or entry_name.endswith(RUN_MARKER_SUFFIXES))
+
+
+def markdown() -> str:
+    """docs/formats.md: the table as a reader of the docs wants it."""
+    def cell(items: Iterable[str]) -> str:
+        return ", ".join(f"`{i}`" for i in items) or "—"
+
+    lines = [
+        "<!-- Generated from trainproof_lsp/core/formats.py by "
+        "`python -m trainproof_lsp.core.formats > docs/formats.md` (`make docs`); "
+        "tests/test_formats.py fails when it drifts. -->",
+        "# Formats",
+        "",
+        "What trainproof-lsp reads, by file name. One table in `trainproof_lsp/core/formats.py` decides "
+        "it for `doctor`, `watch`, the language server and the editors; where a name fits several "
+        "formats (`.json`, `.jsonl`), the file's first bytes decide.",
+        "",
+        "**Watched**: a training run writes it while it trains — `watch` tails the metric logs among "
+        "them, and the editors re-judge it when it changes on disk, open or not. "
+        "**Opened**: an editor sends the open file to the language server, which judges it as you type.",
+        "",
+        "| kind | format | file names | watched | opened | what it is |",
+        "|---|---|---|---|---|---|",
+    ]
+    for f in FORMATS:
+        named = cell((*f.names, *f.patterns, *(f"*{s}" for s in f.suffixes)))
+        lines.append(f"| {f.kind} | `{f.name}` | {named} | {'yes' if f.watched else ''} | "
+                     f"{'yes' if f.opened else ''} | {f.about} |")
+    lines += [
+        "",
+        f"**Folders never searched** (by `doctor`, `watch` and the server's file watchers): "
+        f"{cell(sorted(SKIPPED_FOLDERS))}, and every folder whose name starts with `.`.",
+        "",
+        f"**A run folder** (the editor offers *Doctor* on it) holds an entry named {cell(RUN_MARKER_NAMES)}, "
+        f"or starting with {cell(RUN_MARKER_PREFIXES)}, or ending with {cell(RUN_MARKER_SUFFIXES)}. "
+        "A `checkpoint-<step>/` folder belongs to its parent's run.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
