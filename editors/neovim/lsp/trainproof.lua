@@ -6,6 +6,8 @@ local plugin_root = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:
 return {
   cmd_cwd = plugin_root,
   cmd = { vim.env.VIRTUAL_ENV and (vim.env.VIRTUAL_ENV .. '/bin/python') or 'python3', '-m', 'trainproof_lsp', 'serve' },
+  -- The files the server judges when opened: the `opened` formats of the table of formats
+  -- (trainproof_lsp/core/formats.py); tests/test_formats.py fails when this list drifts.
   filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python', 'jinja' },
   root_markers = { 'pyproject.toml', '.git' },
   -- vim.empty_dict(): an empty Lua table would go out as a JSON array, not an object.

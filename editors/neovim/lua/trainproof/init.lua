@@ -19,6 +19,8 @@ M.defaults = {
   -- `python -m` puts its working folder first on sys.path, so a cloned repository's
   -- `json.py` or `pygls/` would run on open (docs/security.md).
   cmd_cwd = nil,
+  -- The files the server judges when opened: the `opened` formats of the table of formats
+  -- (trainproof_lsp/core/formats.py); tests/test_formats.py fails when this list drifts.
   filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python', 'jinja' },
   -- The first folder upwards holding one of these is the workspace root.
   root_markers = { 'pyproject.toml', '.git' },
