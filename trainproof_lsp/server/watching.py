@@ -12,7 +12,7 @@ import asyncio
 import logging
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
@@ -20,6 +20,10 @@ from ..core.formats import in_skipped_folder, watched_globs
 from .diagnostics import capped
 from .documents import uri_to_path
 from .kinds import kind_of
+
+if TYPE_CHECKING:  # the engine loads on first use: the server answers initialize fast
+    from ..core.config import Config
+    from ..core.model import Report
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +42,7 @@ def workspace_roots(ls: Any) -> list[Path]:
     return roots
 
 
-async def register_watchers(ls) -> None:
+async def register_watchers(ls: Any) -> None:
     try:
         await ls.client_register_capability_async(lsp.RegistrationParams(registrations=[lsp.Registration(
             id=f"trainproof-watch-{uuid.uuid4().hex[:8]}", method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES,
@@ -61,7 +65,7 @@ def skipped(path: Path, roots: list[Path]) -> bool:
     return False
 
 
-def judge_from_disk(path: Path, config):
+def judge_from_disk(path: Path, config: Config) -> Report | None:
     """Runs in a worker thread: the engine's verdict on the file as it is on disk."""
     from ..judge import engine
     from ..readers.detect import HEAD_BYTES
@@ -77,9 +81,9 @@ def judge_from_disk(path: Path, config):
     return engine.judge_file(path, config)
 
 
-def register(ls) -> None:
+def register(ls: Any) -> None:
     tp = ls.tp
-    pending: dict[str, asyncio.Task] = {}
+    pending: dict[str, asyncio.Task[None]] = {}
 
     async def rejudge(uri: str) -> None:
         await asyncio.sleep(SETTLE_S)
@@ -97,7 +101,7 @@ def register(ls) -> None:
         tp.disk_published.add(uri)
 
     @ls.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    def did_change_watched_files(ls, params: lsp.DidChangeWatchedFilesParams) -> None:
+    def did_change_watched_files(ls: Any, params: lsp.DidChangeWatchedFilesParams) -> None:
         recheck = False
         roots = workspace_roots(ls)
         for change in params.changes:
