@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
 from typing import Iterable, Literal
 
@@ -27,7 +28,7 @@ class Format:
 
     kind: Kind
     name: str  # as detection reports it (Detected.format)
-    suffixes: tuple[str, ...] = ()  # lower case, with the dot; ".pth.tar" is a suffix too
+    suffixes: tuple[str, ...] = ()  # lower case, with the dot; ".index.json" is a suffix too
     names: tuple[str, ...] = ()  # exact file names
     patterns: tuple[str, ...] = ()  # file-name globs (`*` only), e.g. "events.out.tfevents.*"
     # A training run writes it while it trains: `watch` tails it (metric logs) and the
@@ -40,7 +41,7 @@ class Format:
     def matches(self, file_name: str) -> bool:
         lower = file_name.lower()
         return (file_name in self.names or any(lower.endswith(s) for s in self.suffixes)
-                or any(PurePath(file_name).match(p) for p in self.patterns))
+                or any(fnmatchcase(file_name, p) for p in self.patterns))
 
     @property
     def globs(self) -> tuple[str, ...]:
@@ -82,8 +83,10 @@ FORMATS: tuple[Format, ...] = (
     Format(kind="checkpoint", name="ckpt", watched=True, suffixes=(".ckpt",), about="Lightning checkpoint"),
     Format(kind="checkpoint", name="bin", watched=True, suffixes=(".bin",),
            about="torch.save archive (`pytorch_model.bin`); `training_args.bin` is " + _PICKLE),
-    Format(kind="checkpoint", name="safetensors", watched=True, suffixes=(".safetensors",), about="safetensors header and tensors"),
-    Format(kind="checkpoint", name="sharded-index", watched=True, suffixes=(".index.json",), about="index of a sharded checkpoint"),
+    Format(kind="checkpoint", name="safetensors", watched=True, suffixes=(".safetensors",),
+           about="safetensors header and tensors"),
+    Format(kind="checkpoint", name="sharded-index", watched=True, suffixes=(".index.json",),
+           about="index of a sharded checkpoint"),
     Format(kind="checkpoint", name="tar", watched=True, suffixes=(".tar",),
            about="`*.pth.tar`/`*.pt.tar` (torch.save under a tar name), or torch's legacy tar format "
                  "(by first bytes; any other tar is passed over)"),
