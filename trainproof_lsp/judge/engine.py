@@ -16,7 +16,8 @@ from ..core.config import Config
 from ..core.formats import checkpoint_step, is_candidate, is_skipped_folder, run_root
 from .coverage import too_short
 from ..readers.detect import HEAD_BYTES, RESIDENTS, Detected, detect
-from ..core.model import (EVAL_LOSS, LEVEL_RANK, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
+from ..core.model import LEVEL_RANK
+from ..core.model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                     Related, Report, Run, Segment, Series, Span, Verdict)
 from ..readers.checkpoint import CheckpointFacts
 from ..readers.tokenizer import TOKENIZER_FILES

@@ -25,7 +25,8 @@ _LOSS_KEYS = frozenset(a for k in ("loss", "eval_loss") for a in ALIASES[k])
 _DATASET_KEYS = frozenset({"text", "messages", "conversations", "prompt", "completion",
                            "instruction", "chosen", "rejected", "input", "output", "content"})
 # By name, from the table of formats (core/formats.py); every pickle is walked, never loaded.
-_CHECKPOINT_SUFFIXES = {f.suffixes[0]: f.name for f in formats_of("checkpoint")
+# (A sharded index and a tar are told by more than their last suffix: below.)
+_CHECKPOINT_SUFFIXES = {s: f.name for f in formats_of("checkpoint") for s in f.suffixes
                         if f.name not in ("sharded-index", "tar")}
 _TFEVENTS = by_name("tfevents")
 _TRAINER_STATE = by_name("hf-trainer-state").names
