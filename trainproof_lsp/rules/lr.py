@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..core.model import LR, Hit, Level, Run
-from .base import Context, NoLimits, Rule, need
+from .base import Context, NoLimits, METRICS, Rule, need
 
 ZERO_DOC = """The learning rate is zero at every logged step.
 
@@ -31,6 +31,7 @@ def check_zero_lr(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
 ZERO_LR_RULE = Rule(
     id="TP-ZERO-LR", name="zero-learning-rate", level=Level.FAIL, doc=ZERO_DOC,
     check=check_zero_lr, needs=(LR,), origin="trainproof",
+    family=METRICS,
 )
 
 
@@ -79,4 +80,5 @@ def check_zero_lr_partial(run: Run, limits: PartialLimits, ctx: Context) -> Iter
 ZERO_LR_PARTIAL_RULE = Rule(
     id="TP-ZERO-LR-PARTIAL", name="zero-learning-rate-partial", level=Level.WARN, doc=PARTIAL_DOC,
     limits=PartialLimits, check=check_zero_lr_partial, needs=(LR,), origin="trainproof",
+    family=METRICS,
 )

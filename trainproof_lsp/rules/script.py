@@ -8,13 +8,14 @@ that came through a constant has the constant's assignment as related location.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, cast
+from typing import Any, Iterator
 
 from ..core.model import Hit, Level, Location, Related
 from ..readers.script import ConfigCall, ScriptFacts, Value
-from .base import Context, NoLimits, Rule, Skip
+from .base import Context, Family, NoLimits, Rule, Skip
 
-KIND = "script"
+# Every rule here (and in script_best_strategy.py) judges one ScriptFacts (readers/script.py).
+SCRIPT: Family[ScriptFacts, Context] = Family("script")
 
 
 def _configs(facts: ScriptFacts) -> tuple[ConfigCall, ...]:
@@ -96,7 +97,7 @@ def check_zero_lr(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterato
 
 
 ZERO_LR_RULE = Rule(id="TP-SCRIPT-ZERO-LR", name="script-zero-learning-rate", level=Level.FAIL,
-                    doc=ZERO_LR_DOC, check=cast(Any, check_zero_lr), applies_to=KIND)
+                    doc=ZERO_LR_DOC, check=check_zero_lr, family=SCRIPT)
 
 
 # --- warmup as long as the run -----------------------------------------------------------
@@ -147,7 +148,7 @@ def check_warmup(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator
 
 
 WARMUP_RULE = Rule(id="TP-SCRIPT-WARMUP-EXCEEDS-RUN", name="warmup-exceeds-run", level=Level.WARN,
-                   doc=WARMUP_DOC, check=cast(Any, check_warmup), applies_to=KIND)
+                   doc=WARMUP_DOC, check=check_warmup, family=SCRIPT)
 
 
 # --- fp16 and bf16 --------------------------------------------------------------------------
@@ -190,7 +191,7 @@ def check_fp16_bf16(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Itera
 
 
 FP16_BF16_RULE = Rule(id="TP-SCRIPT-FP16-BF16", name="fp16-and-bf16", level=Level.FAIL, doc=FP16_BF16_DOC,
-                      check=cast(Any, check_fp16_bf16), applies_to=KIND)
+                      check=check_fp16_bf16, family=SCRIPT)
 
 
 # --- the best checkpoint will be deleted ----------------------------------------------------
@@ -246,7 +247,7 @@ def check_best(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[H
 
 
 BEST_RULE = Rule(id="TP-SCRIPT-BEST-CKPT-DELETED", name="best-checkpoint-deleted", level=Level.WARN,
-                 doc=BEST_DOC, check=cast(Any, check_best), applies_to=KIND)
+                 doc=BEST_DOC, check=check_best, family=SCRIPT)
 
 
 # --- eval dataset with evaluation disabled ------------------------------------------------------
@@ -288,7 +289,7 @@ def check_eval(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[H
 
 
 EVAL_RULE = Rule(id="TP-SCRIPT-EVAL-DISABLED", name="eval-dataset-never-used", level=Level.WARN,
-                 doc=EVAL_DOC, check=cast(Any, check_eval), applies_to=KIND)
+                 doc=EVAL_DOC, check=check_eval, family=SCRIPT)
 
 
 # --- logging interval longer than the run ---------------------------------------------------------
@@ -329,7 +330,7 @@ def check_logging(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterato
 
 
 LOGGING_RULE = Rule(id="TP-SCRIPT-LOGGING-EXCEEDS-RUN", name="logging-exceeds-run", level=Level.WARN,
-                    doc=LOGGING_DOC, check=cast(Any, check_logging), applies_to=KIND)
+                    doc=LOGGING_DOC, check=check_logging, family=SCRIPT)
 
 
-RULES: tuple[Rule, ...] = (ZERO_LR_RULE, WARMUP_RULE, FP16_BF16_RULE, BEST_RULE, EVAL_RULE, LOGGING_RULE)
+RULES: tuple[Rule[ScriptFacts, Context], ...] = (ZERO_LR_RULE, WARMUP_RULE, FP16_BF16_RULE, BEST_RULE, EVAL_RULE, LOGGING_RULE)

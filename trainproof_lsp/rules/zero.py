@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..core.model import GRAD_NORM, LOSS, Hit, Level, Run
 from ._stats import mann_kendall_z, median, window_for
-from .base import Context, NoLimits, Rule, Skip, fmt, need
+from .base import Context, NoLimits, METRICS, Rule, Skip, fmt, need
 
 ZERO_LOSS_DOC = """Every logged loss is exactly zero.
 
@@ -31,6 +31,7 @@ def check_zero_loss(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
 ZERO_LOSS_RULE = Rule(
     id="TP-ZERO-LOSS", name="zero-loss", level=Level.FAIL, doc=ZERO_LOSS_DOC,
     check=check_zero_loss, needs=(LOSS,), origin="trainproof",
+    family=METRICS,
 )
 
 
@@ -77,6 +78,7 @@ def check_zero_onset(run: Run, limits: OnsetLimits, ctx: Context) -> Iterator[Hi
 ZERO_ONSET_RULE = Rule(
     id="TP-ZERO-LOSS-ONSET", name="zero-loss-onset", level=Level.FAIL, doc=ZERO_ONSET_DOC,
     limits=OnsetLimits, check=check_zero_onset, needs=(LOSS,), origin="trainproof",
+    family=METRICS,
 )
 
 
@@ -126,4 +128,5 @@ def check_zero_grad(run: Run, limits: ZeroGradLimits, ctx: Context) -> Iterator[
 ZERO_GRAD_RULE = Rule(
     id="TP-ZERO-GRAD", name="zero-grad-norm", level=Level.FAIL, doc=ZERO_GRAD_DOC,
     limits=ZeroGradLimits, check=check_zero_grad, needs=(GRAD_NORM,), origin="trainproof",
+    family=METRICS,
 )
