@@ -102,6 +102,18 @@ def need(run: Run, name: str, minimum: int, what: str) -> Series:
     return finite
 
 
+def all_zero(series: Series) -> bool:
+    """Every point is exactly 0.0 (a stuck learning rate, a loss or norm that scores nothing)."""
+    return series.values.count(0.0) == len(series)
+
+
+def whole_series_hit(run: Run, series: Series, message: str) -> Hit:
+    """A finding about every point of `series`, located at its first point. `message` is
+    formatted with the evidence: {points}, {first_step}, {last_step}."""
+    evidence = {"points": len(series), "first_step": series.steps[0], "last_step": series.steps[-1]}
+    return Hit(message=message.format(**evidence), evidence=evidence, location=run.location(series.records[0]))
+
+
 def fmt(x: float) -> str:
     """Numbers in messages: 4 significant digits, the way people read loss curves."""
     return f"{x:.4g}"

@@ -339,10 +339,16 @@ What it does not mean: that memory is short.
 """
 
 
+def _unmeasured(facts: EnvFacts, measured: object, message: str, **asked: Any) -> Iterator[Hit]:
+    """A check was asked for (every value in `asked` is given) but what it compares with
+    could not be measured: one finding, `message` formatted with `asked` (its evidence)."""
+    if measured is None and all(v is not None for v in asked.values()):
+        yield Hit(message=message.format(**asked), evidence=asked, location=Location(path=facts.path))
+
+
 def check_mem_unknown(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
-    if facts.required_gb is not None and facts.memory_gb is None:
-        yield Hit(message=f"--required-gb {facts.required_gb:g} given but system memory cannot be measured here",
-                  evidence={"required_gb": facts.required_gb}, location=Location(path=facts.path))
+    return _unmeasured(facts, facts.memory_gb, "--required-gb {required_gb:g} given but system memory cannot be "
+                       "measured here", required_gb=facts.required_gb)
 
 
 MEM_UNKNOWN_RULE = _rule(id="TP-ENV-MEM-UNKNOWN", name="memory-unknown", level=Level.NOT_CHECKED,
@@ -415,9 +421,8 @@ What it does not mean: that the disk is full.
 
 
 def check_disk_unknown(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
-    if facts.output_dir is not None and facts.disk_free_gb is None:
-        yield Hit(message=f"free space at {facts.output_dir} could not be measured",
-                  evidence={"output_dir": facts.output_dir}, location=Location(path=facts.path))
+    return _unmeasured(facts, facts.disk_free_gb, "free space at {output_dir} could not be measured",
+                       output_dir=facts.output_dir)
 
 
 DISK_UNKNOWN_RULE = _rule(id="TP-ENV-DISK-UNKNOWN", name="disk-unknown", level=Level.NOT_CHECKED,
