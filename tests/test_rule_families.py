@@ -8,6 +8,13 @@ under mypy.
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from trainproof_lsp.rules import BY_ID, METRICS, REGISTRY, metric_rules, rules_of
 from trainproof_lsp.rules import checkpoint, compare, dataset, env, script, script_best_strategy, tokenizer, tokens
 from trainproof_lsp.rules.base import ANY
@@ -49,3 +56,49 @@ def test_every_registry_rule_is_in_exactly_one_family_with_a_known_kind():
     covered = sum(len(rules_of(f)) for f in {id(r.family): r.family for r in REGISTRY}.values())
     assert covered == sum(1 for r in REGISTRY if r.check is not None)
     assert len(families) == 10  # metrics, any, comparison, checkpoint, script, env, dataset, tokens, templates, tokenizer
+
+
+# --- the families are types: mypy refuses a check or a subject of another family ----------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _mypy(source: str) -> subprocess.CompletedProcess[str]:
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed (pip install -e '.[test]')")
+    return subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--config-file", "/dev/null",
+                           "--python-version", "3.10", "--follow-imports=silent", "--no-error-summary",
+                           "-c", source], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+HEADER = """
+from trainproof_lsp.core.model import Level
+from trainproof_lsp.rules import rules_of
+from trainproof_lsp.rules.base import Context, Rule
+from trainproof_lsp.rules.checkpoint import CHECKPOINT, check_unsafe
+from trainproof_lsp.rules.env import check_cwd
+from trainproof_lsp.readers.envcheck import EnvFacts
+"""
+
+
+def test_a_check_of_the_rules_own_family_type_checks():
+    done = _mypy(HEADER + "R = Rule(id='TP-X', name='x', level=Level.WARN, doc='x', family=CHECKPOINT, "
+                          "check=check_unsafe)\n")
+    assert done.returncode == 0, done.stdout
+
+
+def test_a_check_of_another_family_is_a_type_error():
+    done = _mypy(HEADER + "R = Rule(id='TP-X', name='x', level=Level.WARN, doc='x', family=CHECKPOINT, "
+                          "check=check_cwd)\n")
+    assert done.returncode == 1
+    assert '<string>:8: error: Argument "check" to "Rule" has incompatible type' in done.stdout
+    assert "EnvFacts" in done.stdout and "CheckpointFacts" in done.stdout
+
+
+def test_calling_a_familys_check_with_another_record_is_a_type_error():
+    done = _mypy(HEADER + "def judge(env: EnvFacts) -> None:\n"
+                          "    for rule in rules_of(CHECKPOINT):\n"
+                          "        if rule.check is not None:\n"
+                          "            list(rule.check(env, None, Context()))\n")
+    assert done.returncode == 1
+    assert '<string>:11: error: Argument 1 has incompatible type "EnvFacts"; expected "CheckpointFacts"' in done.stdout
