@@ -113,4 +113,4 @@ def metric_rules() -> tuple[Rule[Run, Context], ...]:
     return rules_of(METRICS)
 
 
-__all__ = ["REGISTRY", "BY_ID", "Rule", "Skip", "Context", "NOT_CHECKED", "SKIPPED_RECORDS", "metric_rules", "rules_of", "Family"]
+__all__ = ["REGISTRY", "BY_ID", "Rule", "Skip", "Context", "NOT_CHECKED", "SKIPPED_RECORDS", "metric_rules", "rules_of", "Family", "METRICS"]
