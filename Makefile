@@ -33,16 +33,19 @@ demo: $(BASE_STAMP)
 	  test $$code -le 2
 
 # Under CI (CI=true) the browser for tests/test_html_browser.py is installed first.
-# Both suites run even when the first fails; make fails at the end if either did.
+# The type check, pytest and the extension's suite all run even when one fails; make
+# fails at the end if any did, naming which.
 test: setup $(if $(filter true,$(CI)),e2e-deps)
 	@status=0; \
+	$(PY) -m mypy || { echo "make test: mypy found type errors (make typecheck; see above)"; status=1; }; \
 	$(PY) -m pytest $(PYTEST_ARGS) || status=$$?; \
 	(cd $(VSCODE) && npm ci --prefer-offline --no-audit --no-fund --loglevel=error \
 	  && TP_PYTHON=$(abspath $(PY)) npm test) || { echo "make test: the extension's tests failed"; status=1; }; \
-	if [ $$status -ne 0 ]; then echo "make test: FAILED (pytest exit or extension tests; see above)"; fi; \
+	if [ $$status -ne 0 ]; then echo "make test: FAILED (mypy, pytest exit or extension tests; see above)"; fi; \
 	exit $$status
 
-# The types: strict on core/, readers/ and rules/ ([tool.mypy] in pyproject.toml).
+# The types: strict on core/, readers/ and rules/ ([tool.mypy] in pyproject.toml); also
+# the first step of `make test`.
 typecheck: setup
 	$(PY) -m mypy
 
@@ -100,4 +103,4 @@ docs: setup
 	$(PY) -m trainproof_lsp.core.formats > docs/formats.md
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache

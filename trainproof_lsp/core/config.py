@@ -27,7 +27,7 @@ from typing import Any, Mapping
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]  # tomli is installed on 3.10 only; mypy checks as 3.10 from any interpreter
 
 from .caps import DEFAULT_CAPS, Caps, CapsError, caps_from_table
 from ..rules import BY_ID, Rule
@@ -54,12 +54,12 @@ class Config:
     # tag a log names it by, for names the readers' alias table does not know.
     columns: Mapping[str, str] = field(default_factory=dict)
 
-    def enabled(self, rule: Rule) -> bool:
+    def enabled(self, rule: Rule[Any, Any]) -> bool:
         if rule.id in self.ignore:
             return False
         return self.select is None or rule.id in self.select
 
-    def limits_for(self, rule: Rule) -> Any:
+    def limits_for(self, rule: Rule[Any, Any]) -> Any:
         base = rule.limits()
         override = self.limits.get(rule.id)
         return dataclasses.replace(base, **override) if override else base

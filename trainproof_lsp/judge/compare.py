@@ -17,9 +17,9 @@ from typing import Iterable
 from . import engine
 from ..core.config import Config
 from ..core.model import Artefact, Check, Finding, Level, Location, Number, Outcome, Report, Run, Verdict
-from ..rules import NOT_CHECKED, REGISTRY
+from ..rules import NOT_CHECKED, REGISTRY, Rule, rules_of
 from ..rules.base import Context
-from ..rules.compare import CMP_ERROR_RULE, UNCOMPARABLE_RULE, Uncomparable, align
+from ..rules.compare import CMP_ERROR_RULE, COMPARISON, UNCOMPARABLE_RULE, Pair, Uncomparable, align
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,8 +40,8 @@ class Baseline:
         return Artefact(path=self.path, kind="unknown", format="unknown", sources=(self.path,))
 
 
-def comparison_rules() -> tuple:
-    return tuple(r for r in REGISTRY if r.applies_to == "comparison" and r.check is not None)
+def comparison_rules() -> tuple[Rule[Pair, Context], ...]:
+    return rules_of(COMPARISON)
 
 
 def _runs_at(path: Path, config: Config) -> tuple[list[tuple[Run, Report]], Outcome]:

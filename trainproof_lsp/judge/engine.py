@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 
 from ..core.caps import not_regular
 from ..core.config import Config
@@ -29,7 +29,10 @@ from ..readers.metrics import read_metrics_csv, read_metrics_json_array, read_me
 from ..readers.mlflow import is_mlflow_run, read_mlflow_run
 from ..readers.tensorboard import read_event_files, run_folder
 from ..readers.trainer_state import read_trainer_state
-from ..rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Rule, Skip, metric_rules, rules_for
+from ..rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Family, Rule, Skip, metric_rules, rules_of
+from ..rules.checkpoint import CHECKPOINT
+from ..rules.env import ENV
+from ..rules.script import SCRIPT
 from ..rules.eventfile import CORRUPT_RULE, TRUNCATED_RULE
 from ..rules.nonfinite import NAN_RULE
 from ..rules.steps import APPENDED_RULE as APPENDED_RUNS, seams
@@ -69,8 +72,12 @@ def _context(run: Run, config: Config) -> Context:
     return Context()
 
 
-def run_rules(rules: Iterable[Rule], subject: Any, ctx: Any, config: Config, *,
-              precheck: Callable[[Rule], str | None] | None = None) -> tuple[list[Finding], list[Check]]:
+S = TypeVar("S")
+C = TypeVar("C")
+
+
+def run_rules(rules: Iterable[Rule[S, C]], subject: S, ctx: C, config: Config, *,
+              precheck: Callable[[Rule[S, C]], str | None] | None = None) -> tuple[list[Finding], list[Check]]:
     """Every enabled rule over one subject (a Run, a DatasetScan, checkpoint facts, a
     run/baseline pair): hits become findings, Skip becomes a skipped check with its
     reason. `precheck` may name a reason to skip a rule before calling it."""
@@ -131,7 +138,7 @@ def _eval_as_loss(run: Run) -> Run:
 def _judge_one(run: Run, config: Config, *, kind: str = "metrics",
                extra: Iterable[Finding] = ()) -> Report:
     ctx = _context(run, config)
-    def missing_series(rule: Rule) -> str | None:
+    def missing_series(rule: Rule[Run, Context]) -> str | None:
         missing = [name for name in rule.needs if run.get(name) is None]
         return f"no {' or '.join(missing)} series in the log" if missing else None
 
@@ -165,7 +172,7 @@ def _judge_one(run: Run, config: Config, *, kind: str = "metrics",
 
 
 def _judge_eval_only(run: Run, ev: Series, ctx: Context, config: Config,
-                     missing_series: Callable[[Rule], str | None]) -> tuple[list[Finding], list[Check]]:
+                     missing_series: Callable[[Rule[Run, Context]], str | None]) -> tuple[list[Finding], list[Check]]:
     """The rules that read the loss run on the eval series (their findings and skip
     reasons say so); the rest on the run as it is. Checks keep the registry's order."""
     derived = _eval_as_loss(run)
@@ -173,12 +180,12 @@ def _judge_eval_only(run: Run, ev: Series, ctx: Context, config: Config,
     rules = metric_rules()
     on_eval = [r for r in rules if LOSS in r.needs and r.id != NAN_RULE.id]
 
-    def precheck(rule: Rule) -> str | None:
+    def precheck(rule: Rule[Run, Context]) -> str | None:
         if rule.id == NAN_RULE.id:
             return "no train loss in the log; TP-NAN-EVAL judges its eval loss"
         return missing_series(rule)
 
-    def missing_in_derived(rule: Rule) -> str | None:
+    def missing_in_derived(rule: Rule[Run, Context]) -> str | None:
         missing = [name for name in rule.needs if derived.get(name) is None]
         return f"no {' or '.join(missing)} series in the log" if missing else None
 
@@ -652,12 +659,13 @@ def epoch(path: Path, config: Config) -> Outcome:
 
 # --- checkpoints, scripts, environment: facts judged by their rule families ------------------
 
-def judge_facts(facts: object, *, kind: str, path: str, fmt: str, config: Config,
+def judge_facts(facts: S, *, family: Family[S, Context], path: str, fmt: str, config: Config,
                 sources: tuple[str, ...] = (), extra: Iterable[Finding] = ()) -> Report:
-    """Every enabled rule of `kind` over one reader record (CheckpointFacts, ScriptFacts,
-    EnvFacts). A report whose worst finding is NOT-CHECKED carries that finding's message
-    as its one-line reason."""
-    findings, checks = run_rules(rules_for(kind), facts, Context(), config)
+    """Every enabled rule of one family over its reader record (CheckpointFacts,
+    ScriptFacts, EnvFacts). A report whose worst finding is NOT-CHECKED carries that
+    finding's message as its one-line reason."""
+    kind = family.kind
+    findings, checks = run_rules(rules_of(family), facts, Context(), config)
     findings.extend(extra)
     findings.sort(key=finding_order)
     verdict = verdict_of(findings)
@@ -704,7 +712,7 @@ def judge_checkpoint(path: Path, config: Config, *, reference: "CheckpointFacts 
         facts = replace(facts, reference=reference)
     # A cap met or a pickle left unwalked: said as TP-NOT-CHECKED, never passed over.
     extra = [not_checked_finding(name, note) for note in facts.not_checked]
-    return judge_facts(facts, kind="checkpoint", path=name, fmt=facts.format, config=config, extra=extra)
+    return judge_facts(facts, family=CHECKPOINT, path=name, fmt=facts.format, config=config, extra=extra)
 
 
 # The import check is env's: doctor (and the editor) read a script, never run it.
@@ -724,7 +732,7 @@ def judge_script(path: Path, config: Config, *, data: bytes | None = None) -> Re
         facts = read_script(path, data)
     except ReadError as e:
         return not_checked(name, "script", "python", str(e), e)
-    report = judge_facts(facts, kind="script", path=name, fmt="python", config=config)
+    report = judge_facts(facts, family=SCRIPT, path=name, fmt="python", config=config)
     return replace(report, checks=report.checks + (Check(group=IMPORT_FAIL_RULE.id, ran=False,
                                                          reason=IMPORTS_BY_ENV),))
 
@@ -758,7 +766,7 @@ def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None
     # checked (without --run-entrypoint), never a failure.
     extra = [not_checked_finding(p.location.path, f"{p.module}: {p.detail}", p.location.span)
              for p in facts.probes if p.outcome == "entrypoint-not-run"]
-    report = judge_facts(facts, kind="env", path=facts.path, fmt="import-probe", config=config, extra=extra)
+    report = judge_facts(facts, family=ENV, path=facts.path, fmt="import-probe", config=config, extra=extra)
     script = request.entrypoint if request.entrypoint is not None else (
         Path(facts.path) if request.module and not facts.entry_error else None)
     findings, checks = list(report.findings), list(report.checks)
@@ -788,7 +796,7 @@ def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None
             missing = Facts(path=str(checkpoint), format="missing", size=0, problems=(Problem(
                 kind="missing", message=f"the checkpoint to resume from does not exist: {checkpoint}"),),
                 scan_note="no such file")
-            reports.append(judge_facts(missing, kind="checkpoint", path=str(checkpoint), fmt="missing",
+            reports.append(judge_facts(missing, family=CHECKPOINT, path=str(checkpoint), fmt="missing",
                                        config=config))
     return Outcome(reports=tuple(reports))
 

@@ -268,7 +268,7 @@ def _sarif_location(loc: Location) -> dict[str, Any]:
     return {"physicalLocation": phys}
 
 
-def sarif_rule(rule: Rule) -> dict[str, Any]:
+def sarif_rule(rule: Rule[Any, Any]) -> dict[str, Any]:
     return {
         "id": rule.id,
         "name": rule.name,
@@ -315,7 +315,7 @@ def to_sarif(o: Outcome) -> str:
 
 # --- rule docs -------------------------------------------------------------------------
 
-def rule_markdown(rule: Rule) -> str:
+def rule_markdown(rule: Rule[Any, Any]) -> str:
     lines = [f"## {rule.id}", "", f"**{rule.summary}**", "",
              f"- Level: {rule.level.value}", f"- Name: `{rule.name}`",
              f"- Judges: {rule.applies_to}",
@@ -335,7 +335,7 @@ def rule_markdown(rule: Rule) -> str:
     return "\n".join(lines)
 
 
-def rules_markdown(rules: Iterable[Rule] = REGISTRY) -> str:
+def rules_markdown(rules: Iterable[Rule[Any, Any]] = REGISTRY) -> str:
     rules = tuple(rules)
     head = [
         "<!-- Generated from the rule registry (trainproof_lsp/rules) by",

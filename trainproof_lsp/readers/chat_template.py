@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 # Real chat templates are a few kilobytes (the longest common ones, with tool calling,
 # are under 20k characters); a template far past that is not a chat template, and
@@ -95,6 +95,8 @@ def _environment() -> Any:
         # Route these operators through call_binop so a template cannot build a
         # gigabyte string or a huge integer in one C call the time limit cannot stop.
         intercepted_binops = frozenset({"*", "**", "+", "%"})
+        # `joined` below: the compiled template's str.join (set on the instance)
+        bounded_join: Callable[[Any], str]
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
             if operator == "**" and isinstance(right, int) and abs(right) > MAX_EXPONENT:
@@ -121,7 +123,7 @@ def _environment() -> Any:
             _before(getattr(method, "__self__", None), getattr(method, "__name__", ""), args, kwargs)
             return _after(super().call(__context, __obj, *args, **kwargs))
 
-    def _before(owner: Any, name: str, args: tuple, kwargs: dict) -> None:
+    def _before(owner: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         for a in (*args, *kwargs.values()):
             if isinstance(a, int) and not isinstance(a, bool) and a > _bounds.value_chars:
                 raise SecurityError(f"a size argument {a} is above {_bounds.value_chars}")
@@ -151,7 +153,9 @@ def _environment() -> Any:
         parts = [p if isinstance(p, str) else str(p) for p in parts]
         if sum(map(len, parts)) > _bounds.value_chars:
             raise SecurityError(f"a value above {_bounds.value_chars} characters")
-        return _after("".join(parts))
+        text = "".join(parts)
+        _after(text)
+        return text
 
     from jinja2.ext import Extension
 
@@ -248,7 +252,7 @@ def render(template: str, messages: Sequence[Mapping[str, Any]], *, special: Map
     _bounds.value_chars = max(MAX_OUTPUT_CHARS, 4 * given)
     _bounds.work_left = max(MAX_WORK_CHARS, 50 * given)
 
-    variables = {k: v for k, v in special.items() if v is not None}
+    variables: dict[str, Any] = {k: v for k, v in special.items() if v is not None}
     variables.update(messages=[dict(m) for m in messages], add_generation_prompt=add_generation_prompt)
     deadline = time.monotonic() + MAX_SECONDS
 

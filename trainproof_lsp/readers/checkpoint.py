@@ -39,7 +39,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, TypedDict
 
 from ..core.caps import DEFAULT_CAPS, MIB, Caps, mib
 from ..core.model import Span
@@ -258,8 +258,19 @@ def _local_data_offset(mm: mmap.mmap, header_offset: int) -> int | None:
     # name length, extra length (30 bytes), then name and extra, then the data.
     if mm[header_offset:header_offset + 4] != b"PK\x03\x04":
         return None
+    nlen: int
+    elen: int
     nlen, elen = struct.unpack_from("<HH", mm, header_offset + 26)
     return header_offset + 30 + nlen + elen
+
+
+class _Walk(TypedDict):
+    """The CheckpointFacts fields every outcome of walking a file's pickles shares."""
+
+    unsafe: tuple[UnsafeGlobal, ...]
+    pickles_walked: int
+    not_checked: tuple[str, ...]
+    unsafe_unlisted: int
 
 
 def _read_zip(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Caps) -> CheckpointFacts:
@@ -347,8 +358,8 @@ def _read_zip(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Caps) -> C
             if entry == pkl[0]:
                 walked_main = w
     unsafe, unlisted = _dedupe_unsafe(unsafe, unlisted)
-    common = dict(unsafe=unsafe, pickles_walked=len(all_pkl), not_checked=tuple(not_checked),
-                  unsafe_unlisted=unlisted)
+    common = _Walk(unsafe=unsafe, pickles_walked=len(all_pkl), not_checked=tuple(not_checked),
+                   unsafe_unlisted=unlisted)
     if len(set(n.rsplit("/", 1)[0] for n in all_pkl if n.endswith("data.pkl"))) > 1:
         common["not_checked"] = common["not_checked"] + (
             f"the archive holds {sum(n.endswith('data.pkl') for n in all_pkl)} archive folders "
@@ -364,10 +375,10 @@ def _read_zip(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Caps) -> C
             message=f"entry {pkl[0]} is not a complete pickle ({walked.error})"),),
             scan_note="data.pkl could not be walked", **common)
     if len(pw.top_keys(walked.root)) > caps.max_tensors or _count_refs(walked.root, caps.max_tensors):
+        common["not_checked"] += (f"{pkl[0]} describes more than {caps.max_tensors} tensors, over the cap "
+                                   "(max_tensors): tensors were not read",)
         return CheckpointFacts(path=name, format="torch-zip", size=size, problems=tuple(problems),
-                               scan_note="too many tensors", **{**common, "not_checked": common["not_checked"] + (
-                                   f"{pkl[0]} describes more than {caps.max_tensors} tensors, over the cap "
-                                   "(max_tensors): tensors were not read",)})
+                               scan_note="too many tensors", **common)
     tensors, more_problems = _zip_tensors(walked.root, prefix, offsets, byteorder, path)
     problems.extend(more_problems)
     facts = CheckpointFacts(path=name, format="torch-zip", size=size, problems=tuple(problems),
@@ -687,21 +698,21 @@ def _read_pickles(path: Path, mm: mmap.mmap, size: int, first: pw.Walked, caps: 
                                unsafe=listed, pickles_walked=walked, unsafe_unlisted=unlisted,
                                not_checked=tuple(notes), scan_note="pre-1.6 torch format; tensors not read")
     listed, unlisted = _dedupe_unsafe(tuple(unsafe), unlisted)
-    common = dict(unsafe=listed, pickles_walked=walked, unsafe_unlisted=unlisted, not_checked=tuple(notes),
-                  scan_note="not a torch checkpoint; tensors not read")
+    common = _Walk(unsafe=listed, pickles_walked=walked, unsafe_unlisted=unlisted, not_checked=tuple(notes))
+    no_tensors = "not a torch checkpoint; tensors not read"
     if first.error:
         why = (f"a damaged pickle ({first.error}, byte {first.stopped_at}); its globals up to there "
                "were checked without running it")
         return CheckpointFacts(path=name, format="pickle", size=size,
-                               problems=(Problem(kind="unreadable", byte_offset=0, message=why),), **common)
+                               problems=(Problem(kind="unreadable", byte_offset=0, message=why),), scan_note=no_tensors, **common)
     if is_pickle_name(path.name):
         # A pickle by name (model.pkl, training_args.bin, *.joblib): what matters is the
         # code it would run, and that was checked in full. Nothing in it is weights.
-        return CheckpointFacts(path=name, format="pickle", size=size, **common)
+        return CheckpointFacts(path=name, format="pickle", size=size, scan_note=no_tensors, **common)
     why = ("a bare pickle, not a torch.save archive: nothing in it is judged as weights; its "
            "globals were checked without running it")
     return CheckpointFacts(path=name, format="pickle", size=size,
-                           problems=(Problem(kind="unreadable", byte_offset=0, message=why),), **common)
+                           problems=(Problem(kind="unreadable", byte_offset=0, message=why),), scan_note=no_tensors, **common)
 
 
 # --- torch's legacy tar format ---------------------------------------------------------------
@@ -1014,7 +1025,7 @@ def _scan_all(facts: CheckpointFacts, mm: mmap.mmap, byteorder: str) -> Checkpoi
     np = _numpy()
     big = byteorder == "big"
     view = memoryview(mm)
-    cache: dict[tuple, tuple[int, int, int | None, bool]] = {}
+    cache: dict[tuple[str, int, tuple[int, ...], tuple[int, ...], str], tuple[int, int, int | None, bool]] = {}
     out: list[TensorFacts] = []
     scanned_bytes = 0
     try:

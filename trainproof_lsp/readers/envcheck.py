@@ -132,9 +132,9 @@ def disk_free_gb(folder: Path) -> tuple[str, float | None]:
 
 @dataclass
 class _Child:
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     lines: "queue.Queue[str | None]"
-    stderr: deque
+    stderr: deque[str]
 
 
 def _die_with_parent() -> None:
@@ -165,7 +165,7 @@ def _spawn(python: str, cwd: str | None, job: dict[str, Any]) -> _Child:
     proc = subprocess.Popen([python, "-c", source, json.dumps(job)], cwd=cwd, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, **kwargs)
     lines: "queue.Queue[str | None]" = queue.Queue()
-    tail: deque = deque(maxlen=40)
+    tail: deque[str] = deque(maxlen=40)
 
     def pump_out() -> None:
         assert proc.stdout is not None
@@ -206,7 +206,7 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def _last_line(tail: deque) -> str:
+def _last_line(tail: deque[str]) -> str:
     for line in reversed(tail):
         if line.strip():
             return line.strip()[:200]

@@ -42,10 +42,8 @@ from typing import Any, Iterator
 
 # The unpickler maps Python 2 names for protocols < 3 (torch.save writes protocol 2, so
 # `builtins.set` arrives as `__builtin__ set`); check what it would actually import.
-try:  # pragma: no branch - present in every CPython 3
-    from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
-except ImportError:  # pragma: no cover
-    IMPORT_MAPPING, NAME_MAPPING = {}, {}
+# (_compat_pickle is part of every CPython 3 and PyPy 3: pickle itself imports it.)
+from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
 
 
 # --- the allow-list ----------------------------------------------------------------------
@@ -274,7 +272,7 @@ class Call:
     func: Any
     args: Any
     state: Any = None
-    items: list = field(default_factory=list)
+    items: list[Any] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -286,24 +284,24 @@ class Persistent:
 class TensorRef:
     storage: Any  # a Persistent whose pid is ('storage', storage_type, key, location, numel)
     offset: int
-    size: tuple
-    stride: tuple
+    size: tuple[Any, ...]
+    stride: tuple[Any, ...]
     dtype: str | None = None  # _rebuild_tensor_v3 names the dtype; otherwise the storage does
 
 
 @dataclass(eq=False)
 class SymDict:
-    items: list = field(default_factory=list)
+    items: list[Any] = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class SymList:
-    items: list = field(default_factory=list)
+    items: list[Any] = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class SymSet:
-    items: list = field(default_factory=list)
+    items: list[Any] = field(default_factory=list)
 
 
 class Opaque:
@@ -384,7 +382,7 @@ _JOBLIB_ARRAY = ("joblib.numpy_pickle", "NumpyArrayWrapper")
 _DTYPE_ONE_BYTE = {"b1", "?", "b", "B"}
 
 
-def _as_tuple(v: Any) -> tuple:
+def _as_tuple(v: Any) -> tuple[Any, ...]:
     if isinstance(v, tuple):
         return v
     if isinstance(v, SymList):
@@ -520,7 +518,10 @@ def walk(data: Any, start: int = 0, base: int = 0, *, stop: int | None = None,
                                        "__init__); files of this kind only create it without a call")
 
     try:
-        for op, arg, pos in pickletools.genops(stream):
+        for op, arg, at in pickletools.genops(stream):
+            # genops gives no position only for a stream without tell(); both streams here
+            # have one, so `at` is always an offset.
+            pos = at if at is not None else pos
             ops += 1
             if max_ops is not None and ops > max_ops:
                 capped = f"stopped after {max_ops} opcodes (cap max_pickle_ops) at byte {base + pos}"
@@ -693,14 +694,14 @@ def walk(data: Any, start: int = 0, base: int = 0, *, stop: int | None = None,
                   stopped_at=base + stopped, unlisted=unlisted)
 
 
-def _extend(target: Any, items: list) -> None:
+def _extend(target: Any, items: list[Any]) -> None:
     if isinstance(target, (SymList, SymSet)):
         target.items.extend(items)
     elif isinstance(target, Call):
         target.items.extend(items)
 
 
-def _setitems(target: Any, pairs: list) -> None:
+def _setitems(target: Any, pairs: list[Any]) -> None:
     if isinstance(target, SymDict):
         target.items.extend(pairs)
     elif isinstance(target, Call):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from ..core.model import ReadError, Span
 
@@ -84,11 +84,21 @@ class ScriptFacts:
     source_lines: tuple[str, ...] = field(default=(), repr=False)
 
 
-def _span(node: ast.AST) -> Span:
+class _Located(Protocol):
+    """An ast node with a position (statements, expressions, keywords, arguments)."""
+
+    lineno: int
+    col_offset: int
+    end_lineno: int | None
+    end_col_offset: int | None
+
+
+def _span(node: _Located) -> Span:
     # ast columns are UTF-8 byte offsets; spans count code points (positions.py's rule).
-    line = node.lineno - 1  # type: ignore[attr-defined]
-    end_line = (getattr(node, "end_lineno", None) or node.lineno) - 1  # type: ignore[attr-defined]
-    return Span(line, node.col_offset, end_line, getattr(node, "end_col_offset", node.col_offset))  # type: ignore[attr-defined]
+    line = node.lineno - 1
+    end_line = (node.end_lineno or node.lineno) - 1
+    end_col = node.end_col_offset if node.end_col_offset is not None else node.col_offset
+    return Span(line, node.col_offset, end_line, end_col)
 
 
 def _fix_columns(span: Span, lines: list[bytes]) -> Span:
@@ -115,14 +125,14 @@ class _Reader:
         self.text_lines = data.decode("utf-8", "replace").split("\n")
         self.tree = tree
         # Single assignments per scope: name -> value node (None when assigned twice).
-        self.assigns: dict[str, dict[str, ast.AST | None]] = {}
+        self.assigns: dict[str, dict[str, ast.Assign | ast.AnnAssign | None]] = {}
         self.configs: list[ConfigCall] = []
         self.trainers: list[tuple[str, ast.Call, str]] = []
         self.imports: list[ImportLine] = []
         self.calls_evaluate = False
         self.attr_assigns: list[tuple[str, ast.Assign]] = []
 
-    def span(self, node: ast.AST) -> Span:
+    def span(self, node: _Located) -> Span:
         return _fix_columns(_span(node), self.lines)
 
     def text(self, node: ast.AST) -> str:
@@ -151,7 +161,7 @@ class _Reader:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 visit(_scope_statements(node.body), node.name)
 
-    def lookup(self, name: str, scope: str) -> ast.AST | None:
+    def lookup(self, name: str, scope: str) -> ast.Assign | ast.AnnAssign | None:
         for s in (scope, "<module>"):
             table = self.assigns.get(s, {})
             if name in table:
@@ -186,9 +196,9 @@ class _Reader:
             if node.id in ("True", "False", "None"):
                 return True, {"True": True, "False": False, "None": None}[node.id], None, None
             target = self.lookup(node.id, scope)
-            if target is None or getattr(target, "value", None) is None:
+            if target is None or target.value is None:
                 return False, None, None, None
-            ok, v, _, _ = self.resolve(target.value, scope, depth + 1)  # type: ignore[attr-defined]
+            ok, v, _, _ = self.resolve(target.value, scope, depth + 1)
             return ok, v, node.id, self.span(target) if ok else None
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
                 node.value.id in ("IntervalStrategy", "SaveStrategy", "EvaluationStrategy"):
@@ -203,7 +213,7 @@ class _Reader:
                     pass
         return False, None, None, None
 
-    def value(self, node: ast.AST, scope: str, where: ast.AST | None = None) -> Value:
+    def value(self, node: ast.expr, scope: str, where: ast.stmt | None = None) -> Value:
         ok, v, via, via_span = self.resolve(node, scope)
         at = where if where is not None else node
         return Value(known=ok, value=v if ok else None, span=self.span(at), text=self.text(at),
@@ -213,9 +223,9 @@ class _Reader:
         """`**{...}` / `**dict(...)` / `**NAME` of those, as keyword values; None if unknown."""
         if isinstance(node, ast.Name):
             target = self.lookup(node.id, scope)
-            if target is None or getattr(target, "value", None) is None:
+            if target is None or target.value is None:
                 return None
-            node = target.value  # type: ignore[attr-defined]
+            node = target.value
         if isinstance(node, ast.Dict):
             out: dict[str, Value] = {}
             for k, v in zip(node.keys, node.values):
@@ -300,8 +310,8 @@ class _Reader:
                     self.trainers.append((name, node, scope))
                 elif name == "evaluate" and isinstance(node.func, ast.Attribute):
                     self.calls_evaluate = True
-            for child in reversed(list(ast.iter_child_nodes(node))):
-                todo.append((child, scope, context, None))
+            for sub in reversed(list(ast.iter_child_nodes(node))):
+                todo.append((sub, scope, context, None))
 
     def add_import(self, node: ast.Import | ast.ImportFrom, context: str) -> None:
         span = self.span(node)
@@ -330,8 +340,8 @@ class _Reader:
                                        opaque=opaque))
 
     def trainer(self, cls: str, call: ast.Call, scope: str) -> TrainerCall:
-        args_node: ast.AST | None = None
-        eval_node: ast.AST | None = None
+        args_node: ast.expr | None = None
+        eval_node: ast.expr | None = None
         for kw in call.keywords:
             if kw.arg == "args":
                 args_node = kw.value
@@ -367,7 +377,8 @@ def _binop(op: ast.operator, a: float, b: float) -> float | None:
     if isinstance(op, ast.FloorDiv):
         return a // b
     if isinstance(op, ast.Pow) and abs(b) <= 64:
-        return a ** b
+        power = a ** b  # a negative base to a fractional power is complex: not a number here
+        return power if isinstance(power, (int, float)) else None
     return None
 
 

@@ -97,9 +97,8 @@ def _token_text(v: Any) -> str | None:
     """Special tokens are strings or AddedToken dicts ({"content": "<s>", ...})."""
     if isinstance(v, str):
         return v
-    if isinstance(v, dict) and isinstance(v.get("content"), str):
-        return v["content"]
-    return None
+    content = v.get("content") if isinstance(v, dict) else None
+    return content if isinstance(content, str) else None
 
 
 def _read_json(path: Path) -> tuple[Any, str]:

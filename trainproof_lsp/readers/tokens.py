@@ -81,9 +81,9 @@ class TokenLengths:
     tokenizer: str  # the folder the tokenizer was loaded from
     rows: int  # rows counted
     templated: bool  # conversations were rendered with the tokenizer's chat template
-    tokens: array
-    second: array
-    prompt: array
+    tokens: array[int]
+    second: array[int]
+    prompt: array[int]
     template_errors: tuple[TemplateError, ...] = ()
 
 
@@ -122,14 +122,14 @@ TOTAL, SECOND, PROMPT = 0, 1, 2  # which count a text is for
 
 @dataclass(frozen=True, slots=True)
 class _Chat:
-    messages: list[dict]
+    messages: list[dict[str, Any]]
     generation_prompt: bool = False  # the prompt part: end with the assistant's header
 
 
 Piece = str | _Chat
 
 
-def _messages(value: Any, sharegpt: bool = False) -> list[dict] | None:
+def _messages(value: Any, sharegpt: bool = False) -> list[dict[str, Any]] | None:
     """A message list normalised to {"role", "content"} with string contents; None when a
     turn cannot be rendered as text (the dataset rules say why). Turns without content
     (an assistant turn that only calls tools) keep their other keys for the template."""
@@ -149,32 +149,32 @@ def _messages(value: Any, sharegpt: bool = False) -> list[dict] | None:
     return out
 
 
-def _as_messages(value: Any, role: str) -> list[dict] | None:
+def _as_messages(value: Any, role: str) -> list[dict[str, Any]] | None:
     """A pair's part as messages: a string is one turn of `role`."""
     if isinstance(value, str):
         return [{"role": role, "content": value}]
     return _messages(value)
 
 
-def _first_assistant(messages: Sequence[dict]) -> int | None:
+def _first_assistant(messages: Sequence[dict[str, Any]]) -> int | None:
     return next((i for i, m in enumerate(messages) if m["role"] == "assistant"), None)
 
 
-def _shared_prefix(a: list[dict], b: list[dict]) -> list[dict]:
+def _shared_prefix(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
     return a[:n]
 
 
-def _chat_pieces(full: list[dict], prompt: list[dict] | None) -> list[tuple[int, Piece]]:
+def _chat_pieces(full: list[dict[str, Any]], prompt: list[dict[str, Any]] | None) -> list[tuple[int, Piece]]:
     pieces: list[tuple[int, Piece]] = [(TOTAL, _Chat(full))]
     if prompt:
         pieces.append((PROMPT, _Chat(prompt, True)))
     return pieces
 
 
-def row_pieces(obj: dict) -> list[tuple[int, Piece]] | None:
+def row_pieces(obj: dict[str, Any]) -> list[tuple[int, Piece]] | None:
     """The texts (or conversations) whose token counts make a row's facts; None when the
     row cannot be counted."""
     fmt = ds.classify(obj)
@@ -231,7 +231,7 @@ def _pair_pieces(prompt: Any, answers: tuple[Any, ...]) -> list[tuple[int, Piece
 class _Batch:
     """Pieces of up to BATCH_ROWS rows, counted together."""
 
-    def __init__(self, tok: Any, out: tuple[array, array, array]) -> None:
+    def __init__(self, tok: Any, out: tuple[array[int], array[int], array[int]]) -> None:
         self.tok = tok
         self.out = out
         self.templated = bool(getattr(tok, "chat_template", None))

@@ -6,11 +6,13 @@ entries; tests/test_registry.py fails when they drift.
 
 from __future__ import annotations
 
-from ..core.model import Level
+from typing import Any, TypeVar
+
+from ..core.model import Level, Run
 from . import chance, compare, dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
 from . import checkpoint, entrypoint, env, script, script_best_strategy
 from . import dataset, tokenizer, tokens
-from .base import Context, Rule, Skip
+from .base import ANY, METRICS, Context, Family, Rule, Skip
 
 NOT_CHECKED_DOC = """The artefact could not be judged.
 
@@ -28,7 +30,7 @@ told us nothing.
 """
 
 NOT_CHECKED = Rule(id="TP-NOT-CHECKED", name="not-checked", level=Level.NOT_CHECKED,
-                   doc=NOT_CHECKED_DOC, applies_to="any", origin="trainproof")
+                   doc=NOT_CHECKED_DOC, family=ANY, origin="trainproof")
 
 SKIPPED_RECORDS_DOC = """Some records of a log could not be used and were read past.
 
@@ -41,9 +43,10 @@ What it does not mean: a broken run — it is INFO and never changes a verdict.
 """
 
 SKIPPED_RECORDS = Rule(id="TP-SKIPPED-RECORDS", name="skipped-records", level=Level.INFO,
-                       doc=SKIPPED_RECORDS_DOC, applies_to="metrics")
+                       doc=SKIPPED_RECORDS_DOC, family=METRICS)
 
-REGISTRY: tuple[Rule, ...] = (
+# Rules of every family side by side; `rules_of` gives one family's rules, typed.
+REGISTRY: tuple[Rule[Any, Any], ...] = (
     nonfinite.NAN_RULE,
     nonfinite.NAN_GRAD_RULE,
     nonfinite.OVERFLOW_RULE,
@@ -93,16 +96,21 @@ REGISTRY: tuple[Rule, ...] = (
     NOT_CHECKED,
 )
 
-BY_ID: dict[str, Rule] = {r.id: r for r in REGISTRY}
+BY_ID: dict[str, Rule[Any, Any]] = {r.id: r for r in REGISTRY}
 
 
-def metric_rules() -> tuple[Rule, ...]:
-    return tuple(r for r in REGISTRY if r.applies_to == "metrics" and r.check is not None)
+S = TypeVar("S")
+C = TypeVar("C")
 
 
-def rules_for(kind: str) -> tuple[Rule, ...]:
-    """The rules that judge one artefact kind ("checkpoint", "script", "env")."""
-    return tuple(r for r in REGISTRY if r.applies_to == kind and r.check is not None)
+def rules_of(family: Family[S, C]) -> tuple[Rule[S, C], ...]:
+    """The rules of one family that have a check, in registry order: the judge calls
+    each with that family's subject and context."""
+    return tuple(r for r in REGISTRY if r.family is family and r.check is not None)
 
 
-__all__ = ["REGISTRY", "BY_ID", "Rule", "Skip", "Context", "NOT_CHECKED", "SKIPPED_RECORDS", "metric_rules", "rules_for"]
+def metric_rules() -> tuple[Rule[Run, Context], ...]:
+    return rules_of(METRICS)
+
+
+__all__ = ["REGISTRY", "BY_ID", "Rule", "Skip", "Context", "NOT_CHECKED", "SKIPPED_RECORDS", "metric_rules", "rules_of", "Family", "METRICS"]

@@ -9,7 +9,7 @@ from typing import Iterator
 from ..core.model import EVAL_ACCURACY, LOSS, Hit, Level, Related, Run
 from ._stats import median, rolling_levels, window_for
 from ._views import SERIES_WORDS, trend_series
-from .base import Context, Rule, Skip, fmt
+from .base import Context, METRICS, Rule, Skip, fmt
 
 DOC = """The loss stays at ln(C): the model predicts no better than a uniform guess.
 
@@ -107,4 +107,4 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-AT-CHANCE", name="at-chance", level=Level.FAIL, doc=DOC, limits=Limits,
-            check=check, needs=(LOSS,))
+            check=check, needs=(LOSS,), family=METRICS)

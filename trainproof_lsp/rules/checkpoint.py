@@ -8,13 +8,14 @@ in binary files are located by byte offset; the ZIP entry and tensor name are ev
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, cast
+from typing import Any, Callable, Iterator
 
 from ..core.model import Hit, Level, Location, Related
 from ..readers.checkpoint import ITEMSIZE, CheckpointFacts, Problem, TensorFacts
-from .base import Context, NoLimits, Rule, Skip
+from .base import Context, Family, NoLimits, Rule, Skip
 
-KIND = "checkpoint"
+# Every rule here judges one checkpoint's facts (readers/checkpoint.py).
+CHECKPOINT: Family[CheckpointFacts, Context] = Family("checkpoint")
 
 
 def _at(facts: CheckpointFacts, offset: int | None) -> Location:
@@ -34,8 +35,8 @@ def _problems(kind: str) -> Callable[[CheckpointFacts, Any, Context], Iterator[H
     return check
 
 
-def _rule(**kw: Any) -> Rule:
-    return Rule(applies_to=KIND, **kw)
+def _rule(**kw: Any) -> Rule[CheckpointFacts, Context]:
+    return Rule(family=CHECKPOINT, **kw)
 
 
 # --- the container ---------------------------------------------------------------------
@@ -48,7 +49,7 @@ disk); resuming or evaluating from it fails.
 What it does not mean: that earlier checkpoints of the run are damaged.
 """
 EMPTY_RULE = _rule(id="TP-ENV-CKPT-EMPTY", name="checkpoint-empty", level=Level.FAIL, doc=EMPTY_DOC,
-                   check=cast(Any, _problems("empty")), origin="trainproof")
+                   check=_problems("empty"), origin="trainproof")
 
 TRUNCATED_DOC = """The checkpoint was cut off mid-write.
 
@@ -60,7 +61,7 @@ or `load_file` fails on it. Resume from the previous checkpoint.
 What it does not mean: that the tensors written before the cut are bad.
 """
 TRUNCATED_RULE = _rule(id="TP-ENV-CKPT-TRUNCATED", name="checkpoint-truncated", level=Level.FAIL,
-                       doc=TRUNCATED_DOC, check=cast(Any, _problems("truncated")), origin="trainproof")
+                       doc=TRUNCATED_DOC, check=_problems("truncated"), origin="trainproof")
 
 CORRUPT_DOC = """The checkpoint archive fails its own integrity checks.
 
@@ -71,7 +72,7 @@ either fails or silently reads wrong weights.
 What it does not mean: that the other entries are damaged — each bad entry is reported.
 """
 CORRUPT_RULE = _rule(id="TP-ENV-CKPT-CORRUPT", name="checkpoint-corrupt", level=Level.FAIL,
-                     doc=CORRUPT_DOC, check=cast(Any, _problems("corrupt")), origin="trainproof")
+                     doc=CORRUPT_DOC, check=_problems("corrupt"), origin="trainproof")
 
 LEGACY_DOC = """The checkpoint uses the pre-1.6 torch format; its weights are not read.
 
@@ -84,7 +85,7 @@ What it does not mean: that the file is broken; re-save it with a current torch 
 it judged.
 """
 LEGACY_RULE = _rule(id="TP-ENV-CKPT-LEGACY", name="checkpoint-legacy-format", level=Level.NOT_CHECKED,
-                    doc=LEGACY_DOC, check=cast(Any, _problems("legacy")), origin="trainproof")
+                    doc=LEGACY_DOC, check=_problems("legacy"), origin="trainproof")
 
 UNREADABLE_DOC = """The file is not a checkpoint this version can read.
 
@@ -98,7 +99,7 @@ reported by TP-CKPT-UNSAFE-PICKLE.
 """
 UNREADABLE_RULE = _rule(id="TP-ENV-CKPT-UNREADABLE", name="checkpoint-unreadable",
                         level=Level.NOT_CHECKED, doc=UNREADABLE_DOC,
-                        check=cast(Any, _problems("unreadable")), origin="trainproof")
+                        check=_problems("unreadable"), origin="trainproof")
 
 MISSING_DOC = """A checkpoint the run needs does not exist.
 
@@ -109,7 +110,7 @@ an upload or copy that stopped early.
 What it does not mean: that the shards that are present are damaged.
 """
 MISSING_RULE = _rule(id="TP-ENV-CKPT-MISSING", name="checkpoint-missing", level=Level.FAIL,
-                     doc=MISSING_DOC, check=cast(Any, _problems("missing")), origin="trainproof")
+                     doc=MISSING_DOC, check=_problems("missing"), origin="trainproof")
 
 BAD_HEADER_DOC = """The safetensors header is invalid.
 
@@ -121,7 +122,7 @@ What it does not mean: a truncated file (TP-ENV-CKPT-TRUNCATED) — the header i
 wrong here.
 """
 BAD_HEADER_RULE = _rule(id="TP-CKPT-BAD-HEADER", name="safetensors-bad-header", level=Level.FAIL,
-                        doc=BAD_HEADER_DOC, check=cast(Any, _problems("bad-header")))
+                        doc=BAD_HEADER_DOC, check=_problems("bad-header"))
 
 
 # --- the pickle ------------------------------------------------------------------------
@@ -171,7 +172,7 @@ def check_unsafe(facts: CheckpointFacts, limits: NoLimits, ctx: Context) -> Iter
 
 
 UNSAFE_RULE = _rule(id="TP-CKPT-UNSAFE-PICKLE", name="unsafe-pickle", level=Level.FAIL, doc=UNSAFE_DOC,
-                    check=cast(Any, check_unsafe))
+                    check=check_unsafe)
 
 
 # --- the tensors -------------------------------------------------------------------------
@@ -224,7 +225,7 @@ def check_nonfinite(facts: CheckpointFacts, limits: NoLimits, ctx: Context) -> I
 
 
 NONFINITE_RULE = _rule(id="TP-CKPT-NONFINITE", name="checkpoint-nonfinite", level=Level.FAIL,
-                       doc=NONFINITE_DOC, check=cast(Any, check_nonfinite))
+                       doc=NONFINITE_DOC, check=check_nonfinite)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,7 +268,7 @@ def check_dead(facts: CheckpointFacts, limits: DeadLimits, ctx: Context) -> Iter
 
 
 DEAD_RULE = _rule(id="TP-CKPT-DEAD-TENSOR", name="dead-layer", level=Level.WARN, doc=DEAD_DOC,
-                  limits=DeadLimits, check=cast(Any, check_dead))
+                  limits=DeadLimits, check=check_dead)
 
 MIXED_DOC = """The model weights mix floating-point dtypes.
 
@@ -304,7 +305,7 @@ def check_mixed(facts: CheckpointFacts, limits: NoLimits, ctx: Context) -> Itera
 
 
 MIXED_RULE = _rule(id="TP-CKPT-MIXED-DTYPE", name="mixed-dtypes", level=Level.INFO, doc=MIXED_DOC,
-                   check=cast(Any, check_mixed))
+                   check=check_mixed)
 
 NO_OPT_DOC = """A resume checkpoint carries no optimizer state.
 
@@ -341,7 +342,7 @@ def check_no_optimizer(facts: CheckpointFacts, limits: NoLimits, ctx: Context) -
 
 
 NO_OPT_RULE = _rule(id="TP-CKPT-NO-OPTIMIZER", name="resume-without-optimizer", level=Level.WARN,
-                    doc=NO_OPT_DOC, check=cast(Any, check_no_optimizer))
+                    doc=NO_OPT_DOC, check=check_no_optimizer)
 
 
 # --- against a reference checkpoint ------------------------------------------------------------
@@ -431,7 +432,7 @@ def check_shape(facts: CheckpointFacts, limits: NoLimits, ctx: Context) -> Itera
 
 
 SHAPE_RULE = _rule(id="TP-CKPT-SHAPE-DRIFT", name="shape-drift", level=Level.FAIL, doc=SHAPE_DOC,
-                   check=cast(Any, check_shape))
+                   check=check_shape)
 
 KEYS_DOC = """The checkpoint's weight names differ from the reference checkpoint's.
 
@@ -468,10 +469,10 @@ def check_keys(facts: CheckpointFacts, limits: NoLimits, ctx: Context) -> Iterat
 
 
 KEYS_RULE = _rule(id="TP-CKPT-KEY-DRIFT", name="key-drift", level=Level.WARN, doc=KEYS_DOC,
-                  check=cast(Any, check_keys))
+                  check=check_keys)
 
 
-RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule[CheckpointFacts, Context], ...] = (
     EMPTY_RULE, TRUNCATED_RULE, CORRUPT_RULE, LEGACY_RULE, UNREADABLE_RULE, MISSING_RULE,
     BAD_HEADER_RULE, UNSAFE_RULE, NONFINITE_RULE, DEAD_RULE, MIXED_RULE, NO_OPT_RULE, SHAPE_RULE,
     KEYS_RULE,

@@ -27,7 +27,7 @@ from typing import Iterator
 
 from ..core.model import EVAL_LOSS, GRAD_NORM, LOSS, Hit, Level, Location, Related, Report, Run, Series, Verdict
 from ._stats import median, rolling_levels, window_for
-from .base import Context, NoLimits, Rule, Skip, fmt
+from .base import Context, Family, NoLimits, Rule, Skip, fmt
 
 
 class Uncomparable(Exception):
@@ -181,6 +181,10 @@ class Pair:
             parts.append(text)
         out["common_note"] = (f"compared over {self.span_text()} only: " + "; ".join(parts)) if parts else None
         return out
+
+
+# Every rule here judges one run against its baseline, aligned (a Pair).
+COMPARISON: Family[Pair, Context] = Family("comparison")
 
 
 def _num(x: float) -> float | int:
@@ -370,7 +374,7 @@ def check_floor(pair: Pair, limits: FloorLimits, ctx: Context) -> Iterator[Hit]:
 
 
 FLOOR_RULE = Rule(id="TP-FLOOR-RATIO", name="floor-ratio", level=Level.FAIL, doc=FLOOR_DOC,
-                  limits=FloorLimits, check=check_floor, applies_to="comparison", origin="trainproof")
+                  limits=FloorLimits, check=check_floor, family=COMPARISON, origin="trainproof")
 
 
 END_DOC = """The run ends far above where the baseline ended, at the same steps.
@@ -413,7 +417,7 @@ def check_end(pair: Pair, limits: EndLimits, ctx: Context) -> Iterator[Hit]:
 
 
 END_RULE = Rule(id="TP-END-RATIO", name="end-ratio", level=Level.FAIL, doc=END_DOC,
-                limits=EndLimits, check=check_end, applies_to="comparison", origin="trainproof")
+                limits=EndLimits, check=check_end, family=COMPARISON, origin="trainproof")
 
 
 def _times(x: float) -> str:
@@ -471,7 +475,7 @@ def check_neg(pair: Pair, limits: NegLimits, ctx: Context) -> Iterator[Hit]:
 
 
 NEG_RULE = Rule(id="TP-NEG-IMPROVE", name="negative-improvement", level=Level.FAIL, doc=NEG_DOC,
-                limits=NegLimits, check=check_neg, applies_to="comparison", origin="trainproof")
+                limits=NegLimits, check=check_neg, family=COMPARISON, origin="trainproof")
 
 
 DEFICIT_DOC = """The run improved far less than the baseline over the same steps.
@@ -521,7 +525,7 @@ def check_deficit(pair: Pair, limits: DeficitLimits, ctx: Context) -> Iterator[H
 
 
 DEFICIT_RULE = Rule(id="TP-IMPROVE-DEFICIT", name="improvement-deficit", level=Level.FAIL, doc=DEFICIT_DOC,
-                    limits=DeficitLimits, check=check_deficit, applies_to="comparison", origin="trainproof")
+                    limits=DeficitLimits, check=check_deficit, family=COMPARISON, origin="trainproof")
 
 
 GRADNORM_DOC = """The run's typical gradient norm is many times the baseline's.
@@ -574,7 +578,7 @@ def check_gradnorm(pair: Pair, limits: GradnormLimits, ctx: Context) -> Iterator
 
 
 GRADNORM_RULE = Rule(id="TP-GRADNORM-RATIO", name="gradnorm-ratio", level=Level.WARN, doc=GRADNORM_DOC,
-                     limits=GradnormLimits, check=check_gradnorm, applies_to="comparison", origin="trainproof")
+                     limits=GradnormLimits, check=check_gradnorm, family=COMPARISON, origin="trainproof")
 
 
 # --- eval-aware rules ----------------------------------------------------------------------
@@ -669,7 +673,7 @@ def check_eval_best(pair: Pair, limits: EvalBestLimits, ctx: Context) -> Iterato
 
 
 EVAL_BEST_RULE = Rule(id="TP-EVAL-BEST-RATIO", name="eval-best-ratio", level=Level.FAIL, doc=EVAL_BEST_DOC,
-                      limits=EvalBestLimits, check=check_eval_best, applies_to="comparison")
+                      limits=EvalBestLimits, check=check_eval_best, family=COMPARISON)
 
 
 EVAL_END_DOC = """The run's last eval loss is far above the baseline's at the same step.
@@ -718,7 +722,7 @@ def check_eval_end(pair: Pair, limits: EvalEndLimits, ctx: Context) -> Iterator[
 
 
 EVAL_END_RULE = Rule(id="TP-EVAL-END-RATIO", name="eval-end-ratio", level=Level.WARN, doc=EVAL_END_DOC,
-                     limits=EvalEndLimits, check=check_eval_end, applies_to="comparison")
+                     limits=EvalEndLimits, check=check_eval_end, family=COMPARISON)
 
 
 OVERFIT_DOC = """The run's eval loss rose from its best while the baseline's loss did not.
@@ -821,7 +825,7 @@ def check_overfit(pair: Pair, limits: OverfitLimits, ctx: Context) -> Iterator[H
 
 
 OVERFIT_RULE = Rule(id="TP-OVERFIT-VS-BASELINE", name="overfit-vs-baseline", level=Level.WARN, doc=OVERFIT_DOC,
-                    limits=OverfitLimits, check=check_overfit, applies_to="comparison")
+                    limits=OverfitLimits, check=check_overfit, family=COMPARISON)
 
 
 BAD_BASELINE_DOC = """The baseline itself fails its single-run checks.
@@ -853,7 +857,7 @@ def check_bad_baseline(pair: Pair, limits: NoLimits, ctx: Context) -> Iterator[H
 
 
 BAD_BASELINE_RULE = Rule(id="TP-BAD-BASELINE", name="bad-baseline", level=Level.WARN, doc=BAD_BASELINE_DOC,
-                         check=check_bad_baseline, applies_to="comparison", origin="trainproof")
+                         check=check_bad_baseline, family=COMPARISON, origin="trainproof")
 
 
 UNCOMPARABLE_DOC = """The run and its baseline cannot be put on a common loss scale.
@@ -874,7 +878,7 @@ What it does not mean: that either run is broken; judge each on its own with `do
 """
 
 UNCOMPARABLE_RULE = Rule(id="TP-CMP-UNCOMPARABLE", name="uncomparable", level=Level.NOT_CHECKED,
-                         doc=UNCOMPARABLE_DOC, limits=AlignLimits, applies_to="comparison", origin="trainproof")
+                         doc=UNCOMPARABLE_DOC, limits=AlignLimits, family=COMPARISON, origin="trainproof")
 
 
 CMP_ERROR_DOC = """The baseline comparison could not be run: the baseline is unreadable.
@@ -889,5 +893,5 @@ What it does not mean: anything about the run.
 """
 
 CMP_ERROR_RULE = Rule(id="TP-CMP-ERROR", name="comparison-error", level=Level.NOT_CHECKED,
-                      doc=CMP_ERROR_DOC, applies_to="comparison", origin="trainproof")
+                      doc=CMP_ERROR_DOC, family=COMPARISON, origin="trainproof")
 

@@ -8,11 +8,11 @@ rule decides the level and the words. The registry entries are the tuple DATASET
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, cast
+from typing import Any, Callable, Iterator
 
 from ..core.model import Hit, Level, Location, Related, Span
 from ..readers import dataset as ds
-from .base import NoLimits, Rule, Skip
+from .base import Family, NoLimits, Rule, Skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,6 +24,10 @@ class DatasetContext:
     # Lines (0-based) whose rows the run's chat template refused to render: those are
     # TP-PRE-CHAT-TEMPLATE-ERROR's (FAIL), so the alternation WARN stands down on them.
     template_rejected: frozenset[int] = frozenset()
+
+
+# Every rule here judges one dataset file's scan (readers/dataset.py).
+DATASET: Family[ds.DatasetScan, DatasetContext] = Family("dataset")
 
 
 def _location(scan: ds.DatasetScan, p: ds.LineProblem) -> Location:
@@ -44,9 +48,9 @@ def _line_check(kinds: tuple[str, ...]) -> Callable[[ds.DatasetScan, NoLimits, A
     return check
 
 
-def _rule(rule_id: str, name: str, level: Level, doc: str, kinds: tuple[str, ...], origin: str = "new") -> Rule:
-    return Rule(id=rule_id, name=name, level=level, doc=doc, check=cast(Any, _line_check(kinds)),
-                applies_to="dataset", origin=origin)
+def _rule(rule_id: str, name: str, level: Level, doc: str, kinds: tuple[str, ...], origin: str = "new") -> Rule[ds.DatasetScan, DatasetContext]:
+    return Rule(id=rule_id, name=name, level=level, doc=doc, check=_line_check(kinds),
+                family=DATASET, origin=origin)
 
 
 MALFORMED = _rule("TP-PRE-MALFORMED-JSONL", "malformed-jsonl", Level.FAIL, """A line is not a JSON record.
@@ -204,7 +208,7 @@ def check_not_alternating(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> I
 
 
 NOT_ALTERNATING = Rule(id="TP-PRE-TURNS-NOT-ALTERNATING", name="turns-not-alternating", level=Level.WARN,
-                       doc=NOT_ALTERNATING_DOC, check=cast(Any, check_not_alternating), applies_to="dataset")
+                       doc=NOT_ALTERNATING_DOC, check=check_not_alternating, family=DATASET)
 
 CHOSEN_EQUALS_REJECTED = _rule("TP-PRE-CHOSEN-EQUALS-REJECTED", "chosen-equals-rejected", Level.FAIL,
                                """A preference pair has identical chosen and rejected answers.
@@ -242,7 +246,7 @@ def check_duplicates(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterat
 
 
 DUPLICATE = Rule(id="TP-PRE-DUPLICATE-TEXT", name="duplicate-text", level=Level.WARN, doc=DUPLICATE_DOC,
-                 check=cast(Any, check_duplicates), applies_to="dataset", origin="trainproof")
+                 check=check_duplicates, family=DATASET, origin="trainproof")
 
 NEAR_DUPLICATE_DOC = """A row repeats an earlier row up to letter case or whitespace.
 
@@ -264,7 +268,7 @@ def check_near_duplicates(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> I
 
 
 NEAR_DUPLICATE = Rule(id="TP-PRE-NEAR-DUPLICATE", name="near-duplicate", level=Level.WARN,
-                      doc=NEAR_DUPLICATE_DOC, check=cast(Any, check_near_duplicates), applies_to="dataset")
+                      doc=NEAR_DUPLICATE_DOC, check=check_near_duplicates, family=DATASET)
 
 OVERLAP_DOC = """An eval row also appears in the training data.
 
@@ -316,7 +320,7 @@ def _first_in_train(train: tuple[ds.DatasetScan, ...], which: str, wanted: set[i
 
 
 OVERLAP = Rule(id="TP-PRE-EVAL-OVERLAP", name="eval-overlap", level=Level.WARN, doc=OVERLAP_DOC,
-               check=cast(Any, check_overlap), applies_to="dataset")
+               check=check_overlap, family=DATASET)
 
 MIXED_DOC = """One file holds rows of more than one dataset format.
 
@@ -344,7 +348,7 @@ def check_mixed(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hi
 
 
 MIXED = Rule(id="TP-PRE-MIXED-FORMATS", name="mixed-formats", level=Level.WARN, doc=MIXED_DOC,
-             check=cast(Any, check_mixed), applies_to="dataset")
+             check=check_mixed, family=DATASET)
 
 LAYOUT_DOC = """How the file was read: encoding marks, line endings, layout.
 
@@ -387,7 +391,7 @@ def check_layout(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[H
 
 
 LAYOUT = Rule(id="TP-PRE-FILE-LAYOUT", name="file-layout", level=Level.INFO, doc=LAYOUT_DOC,
-              check=cast(Any, check_layout), applies_to="dataset")
+              check=check_layout, family=DATASET)
 
 ARRAY_IN_JSONL_DOC = """A `.jsonl` file holds a JSON array, not JSON Lines.
 
@@ -418,9 +422,9 @@ def check_array_in_jsonl(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> It
 
 
 ARRAY_IN_JSONL = Rule(id="TP-PRE-JSON-ARRAY-IN-JSONL", name="json-array-in-jsonl", level=Level.WARN,
-                      doc=ARRAY_IN_JSONL_DOC, check=cast(Any, check_array_in_jsonl), applies_to="dataset")
+                      doc=ARRAY_IN_JSONL_DOC, check=check_array_in_jsonl, family=DATASET)
 
-DATASET_RULES: tuple[Rule, ...] = (
+DATASET_RULES: tuple[Rule[ds.DatasetScan, DatasetContext], ...] = (
     MALFORMED,
     UNREADABLE_ROW,
     EMPTY_TEXT,

@@ -8,7 +8,7 @@ from typing import Iterator
 from ..core.model import EVAL_LOSS, LOSS, LR, Hit, Level, Run
 from ._stats import mann_kendall_z, median, window_for
 from ._views import SERIES_WORDS, recent_points, trend_series
-from .base import Context, Rule, Skip, fmt
+from .base import Context, METRICS, Rule, Skip, fmt
 
 DOC = """The loss shows no downward trend from start to end: the run is not learning.
 
@@ -166,4 +166,4 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-DEAD-RUN", name="no-improvement", level=Level.FAIL, doc=DOC,
-            limits=Limits, check=check, needs=(LOSS,), origin="trainproof")
+            limits=Limits, check=check, needs=(LOSS,), origin="trainproof", family=METRICS)

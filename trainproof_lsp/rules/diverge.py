@@ -8,7 +8,7 @@ from typing import Iterator
 from ..core.model import EVAL_LOSS, LOSS, Hit, Level, Related, Run
 from ._stats import median, rolling_levels, window_for
 from ._views import SERIES_WORDS, recent_points, trend_series
-from .base import Context, Rule, Skip, fmt
+from .base import Context, METRICS, Rule, Skip, fmt
 
 DOC = """Loss ends well above its best level and stays there.
 
@@ -119,4 +119,4 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-DIVERGE", name="divergence", level=Level.FAIL, doc=DOC, limits=Limits,
-            check=check, needs=(LOSS,), origin="trainproof")
+            check=check, needs=(LOSS,), origin="trainproof", family=METRICS)

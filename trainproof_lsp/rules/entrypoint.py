@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..core.model import Level
 from .base import Rule
+from .env import ENV
 
 FROM_CWD_DOC = """The entrypoint was found relative to `--cwd`, not where it was typed.
 
@@ -21,4 +22,4 @@ What it does not mean: a problem with the run — it is INFO and never changes a
 """
 
 FROM_CWD_RULE = Rule(id="TP-ENV-ENTRYPOINT-FROM-CWD", name="entrypoint-from-cwd", level=Level.INFO,
-                     doc=FROM_CWD_DOC, applies_to="env")
+                     doc=FROM_CWD_DOC, family=ENV)

@@ -8,17 +8,18 @@ IDs and meanings follow the published trainproof `env` command where they match.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, cast
+from typing import Any, Iterator
 
 from ..readers.envcheck import EnvFacts, ImportProbe
 from ..core.model import Hit, Level, Location
-from .base import Context, NoLimits, Rule, Skip
+from .base import Context, Family, NoLimits, Rule, Skip
 
-KIND = "env"
+# Every rule here judges one EnvFacts (readers/envcheck.py).
+ENV: Family[EnvFacts, Context] = Family("env")
 
 
-def _rule(**kw: Any) -> Rule:
-    return Rule(applies_to=KIND, **kw)
+def _rule(**kw: Any) -> Rule[EnvFacts, Context]:
+    return Rule(family=ENV, **kw)
 
 
 def _probes(facts: EnvFacts) -> tuple[ImportProbe, ...]:
@@ -82,7 +83,7 @@ def check_import_fail(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterat
 
 
 IMPORT_FAIL_RULE = _rule(id="TP-ENV-IMPORT-FAIL", name="import-fails", level=Level.FAIL, doc=FAIL_DOC,
-                         check=cast(Any, check_import_fail), origin="trainproof")
+                         check=check_import_fail, origin="trainproof")
 
 LAZY_DOC = """An import inside a function of the training script fails here.
 
@@ -104,7 +105,7 @@ def check_lazy(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]
 
 
 IMPORT_LAZY_RULE = _rule(id="TP-ENV-IMPORT-LAZY-FAIL", name="lazy-import-fails", level=Level.WARN,
-                         doc=LAZY_DOC, check=cast(Any, check_lazy))
+                         doc=LAZY_DOC, check=check_lazy)
 
 OPTIONAL_DOC = """An optional import of the training script is not available here.
 
@@ -124,7 +125,7 @@ def check_optional(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[
 
 
 IMPORT_OPTIONAL_RULE = _rule(id="TP-ENV-IMPORT-OPTIONAL-MISSING", name="optional-import-missing",
-                             level=Level.INFO, doc=OPTIONAL_DOC, check=cast(Any, check_optional))
+                             level=Level.INFO, doc=OPTIONAL_DOC, check=check_optional)
 
 # --- imports that kill the interpreter --------------------------------------------------------
 
@@ -149,7 +150,7 @@ def check_crash(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit
 
 
 IMPORT_CRASH_RULE = _rule(id="TP-ENV-IMPORT-CRASH", name="import-crashes", level=Level.FAIL, doc=CRASH_DOC,
-                          check=cast(Any, check_crash), origin="trainproof")
+                          check=check_crash, origin="trainproof")
 
 EXIT_DOC = """Importing a module the training script needs ends the interpreter.
 
@@ -171,7 +172,7 @@ def check_exit(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]
 
 
 IMPORT_EXIT_RULE = _rule(id="TP-ENV-IMPORT-EXIT", name="import-exits", level=Level.FAIL, doc=EXIT_DOC,
-                         check=cast(Any, check_exit))
+                         check=check_exit)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,7 +201,7 @@ def check_timeout(facts: EnvFacts, limits: TimeoutLimits, ctx: Context) -> Itera
 
 
 IMPORT_TIMEOUT_RULE = _rule(id="TP-ENV-IMPORT-TIMEOUT", name="import-hangs", level=Level.FAIL,
-                            doc=TIMEOUT_DOC, limits=TimeoutLimits, check=cast(Any, check_timeout),
+                            doc=TIMEOUT_DOC, limits=TimeoutLimits, check=check_timeout,
                             origin="trainproof")
 
 # --- the interpreter and the working directory -------------------------------------------------
@@ -220,7 +221,7 @@ def check_python(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hi
 
 
 PYTHON_RULE = _rule(id="TP-ENV-PYTHON-UNUSABLE", name="python-unusable", level=Level.NOT_CHECKED,
-                    doc=PYTHON_DOC, check=cast(Any, check_python), origin="trainproof")
+                    doc=PYTHON_DOC, check=check_python, origin="trainproof")
 
 CWD_DOC = """The working directory to probe from does not exist.
 
@@ -239,7 +240,7 @@ def check_cwd(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
 
 
 CWD_RULE = _rule(id="TP-ENV-CWD-MISSING", name="cwd-missing", level=Level.NOT_CHECKED, doc=CWD_DOC,
-                 check=cast(Any, check_cwd), origin="trainproof")
+                 check=check_cwd, origin="trainproof")
 
 # --- memory ------------------------------------------------------------------------------------
 
@@ -269,7 +270,7 @@ def check_mem_info(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[
 
 
 MEM_INFO_RULE = _rule(id="TP-ENV-MEM-INFO", name="memory-measured", level=Level.INFO, doc=MEM_INFO_DOC,
-                      check=cast(Any, check_mem_info), origin="trainproof")
+                      check=check_mem_info, origin="trainproof")
 
 MEM_SHORT_DOC = """Less RAM is available than the run declares it needs.
 
@@ -292,7 +293,7 @@ def check_mem_short(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator
 
 
 MEM_SHORT_RULE = _rule(id="TP-ENV-MEM-INSUFFICIENT", name="memory-insufficient", level=Level.FAIL,
-                       doc=MEM_SHORT_DOC, check=cast(Any, check_mem_short), origin="trainproof")
+                       doc=MEM_SHORT_DOC, check=check_mem_short, origin="trainproof")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,7 +328,7 @@ def check_mem_tight(facts: EnvFacts, limits: TightLimits, ctx: Context) -> Itera
 
 
 MEM_TIGHT_RULE = _rule(id="TP-ENV-MEM-TIGHT", name="memory-tight", level=Level.WARN, doc=MEM_TIGHT_DOC,
-                       limits=TightLimits, check=cast(Any, check_mem_tight), origin="trainproof")
+                       limits=TightLimits, check=check_mem_tight, origin="trainproof")
 
 MEM_UNKNOWN_DOC = """System memory could not be measured, so --required-gb was not judged.
 
@@ -338,14 +339,20 @@ What it does not mean: that memory is short.
 """
 
 
+def _unmeasured(facts: EnvFacts, measured: object, message: str, **asked: Any) -> Iterator[Hit]:
+    """A check was asked for (every value in `asked` is given) but what it compares with
+    could not be measured: one finding, `message` formatted with `asked` (its evidence)."""
+    if measured is None and all(v is not None for v in asked.values()):
+        yield Hit(message=message.format(**asked), evidence=asked, location=Location(path=facts.path))
+
+
 def check_mem_unknown(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
-    if facts.required_gb is not None and facts.memory_gb is None:
-        yield Hit(message=f"--required-gb {facts.required_gb:g} given but system memory cannot be measured here",
-                  evidence={"required_gb": facts.required_gb}, location=Location(path=facts.path))
+    return _unmeasured(facts, facts.memory_gb, "--required-gb {required_gb:g} given but system memory cannot be "
+                       "measured here", required_gb=facts.required_gb)
 
 
 MEM_UNKNOWN_RULE = _rule(id="TP-ENV-MEM-UNKNOWN", name="memory-unknown", level=Level.NOT_CHECKED,
-                         doc=MEM_UNKNOWN_DOC, check=cast(Any, check_mem_unknown), origin="trainproof")
+                         doc=MEM_UNKNOWN_DOC, check=check_mem_unknown, origin="trainproof")
 
 # --- disk --------------------------------------------------------------------------------------
 
@@ -377,7 +384,7 @@ def check_disk_info(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator
 
 
 DISK_INFO_RULE = _rule(id="TP-ENV-DISK-INFO", name="disk-measured", level=Level.INFO, doc=DISK_INFO_DOC,
-                       check=cast(Any, check_disk_info), origin="trainproof")
+                       check=check_disk_info, origin="trainproof")
 
 DISK_SHORT_DOC = """Not enough disk space for the checkpoints the run will keep.
 
@@ -403,7 +410,7 @@ def check_disk_short(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterato
 
 
 DISK_SHORT_RULE = _rule(id="TP-ENV-DISK-INSUFFICIENT", name="disk-insufficient", level=Level.FAIL,
-                        doc=DISK_SHORT_DOC, check=cast(Any, check_disk_short), origin="trainproof")
+                        doc=DISK_SHORT_DOC, check=check_disk_short, origin="trainproof")
 
 DISK_UNKNOWN_DOC = """Free disk space could not be measured for the output folder.
 
@@ -414,13 +421,12 @@ What it does not mean: that the disk is full.
 
 
 def check_disk_unknown(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
-    if facts.output_dir is not None and facts.disk_free_gb is None:
-        yield Hit(message=f"free space at {facts.output_dir} could not be measured",
-                  evidence={"output_dir": facts.output_dir}, location=Location(path=facts.path))
+    return _unmeasured(facts, facts.disk_free_gb, "free space at {output_dir} could not be measured",
+                       output_dir=facts.output_dir)
 
 
 DISK_UNKNOWN_RULE = _rule(id="TP-ENV-DISK-UNKNOWN", name="disk-unknown", level=Level.NOT_CHECKED,
-                          doc=DISK_UNKNOWN_DOC, check=cast(Any, check_disk_unknown), origin="trainproof")
+                          doc=DISK_UNKNOWN_DOC, check=check_disk_unknown, origin="trainproof")
 
 ENTRY_DOC = """The training script given to env could not be read.
 
@@ -438,10 +444,10 @@ def check_entry(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit
 
 
 ENTRY_RULE = _rule(id="TP-ENV-ENTRYPOINT-UNREADABLE", name="entrypoint-unreadable", level=Level.NOT_CHECKED,
-                   doc=ENTRY_DOC, check=cast(Any, check_entry))
+                   doc=ENTRY_DOC, check=check_entry)
 
 
-RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule[EnvFacts, Context], ...] = (
     IMPORT_FAIL_RULE, IMPORT_LAZY_RULE, IMPORT_OPTIONAL_RULE, IMPORT_CRASH_RULE, IMPORT_EXIT_RULE,
     IMPORT_TIMEOUT_RULE, PYTHON_RULE, CWD_RULE, ENTRY_RULE, MEM_INFO_RULE, MEM_SHORT_RULE, MEM_TIGHT_RULE,
     MEM_UNKNOWN_RULE, DISK_INFO_RULE, DISK_SHORT_RULE, DISK_UNKNOWN_RULE,

@@ -4,7 +4,7 @@ reader reports (a rule never opens a file); documented here like every rule."""
 from __future__ import annotations
 
 from ..core.model import Level
-from .base import Rule
+from .base import METRICS, Rule
 
 TRUNCATED_DOC = """An event file ends in the middle of a record.
 
@@ -27,6 +27,6 @@ What it does not mean: anything about the training itself.
 """
 
 TRUNCATED_RULE = Rule(id="TP-TB-TRUNCATED", name="event-file-truncated", level=Level.INFO,
-                      doc=TRUNCATED_DOC, applies_to="metrics")
+                      doc=TRUNCATED_DOC, family=METRICS)
 CORRUPT_RULE = Rule(id="TP-TB-CORRUPT", name="event-file-corrupt", level=Level.WARN,
-                    doc=CORRUPT_DOC, applies_to="metrics")
+                    doc=CORRUPT_DOC, family=METRICS)

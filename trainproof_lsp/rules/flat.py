@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..core.model import LOSS, Hit, Level, Run
-from .base import Context, Rule, Skip, fmt, need
+from .base import Context, METRICS, Rule, Skip, fmt, need
 
 DOC = """The loss is the same number at every logged step.
 
@@ -49,4 +49,4 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-FLAT", name="flat-loss", level=Level.FAIL, doc=DOC, limits=Limits,
-            check=check, needs=(LOSS,), origin="trainproof")
+            check=check, needs=(LOSS,), origin="trainproof", family=METRICS)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..core.model import LR, Hit, Level, Run
-from .base import Context, NoLimits, Rule, need
+from .base import Context, NoLimits, METRICS, Rule, all_zero, need, whole_series_hit
 
 ZERO_DOC = """The learning rate is zero at every logged step.
 
@@ -20,17 +20,14 @@ What it does not mean: nothing about a schedule that merely ends at zero.
 
 def check_zero_lr(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
     lr = need(run, LR, 2, "learning rate")
-    if lr.values.count(0.0) == len(lr):
-        yield Hit(
-            message=f"learning rate is 0 at all {len(lr)} logged steps ({lr.steps[0]}-{lr.steps[-1]})",
-            evidence={"points": len(lr), "first_step": lr.steps[0], "last_step": lr.steps[-1]},
-            location=run.location(lr.records[0]),
-        )
+    if all_zero(lr):
+        yield whole_series_hit(run, lr, "learning rate is 0 at all {points} logged steps ({first_step}-{last_step})")
 
 
 ZERO_LR_RULE = Rule(
     id="TP-ZERO-LR", name="zero-learning-rate", level=Level.FAIL, doc=ZERO_DOC,
     check=check_zero_lr, needs=(LR,), origin="trainproof",
+    family=METRICS,
 )
 
 
@@ -79,4 +76,5 @@ def check_zero_lr_partial(run: Run, limits: PartialLimits, ctx: Context) -> Iter
 ZERO_LR_PARTIAL_RULE = Rule(
     id="TP-ZERO-LR-PARTIAL", name="zero-learning-rate-partial", level=Level.WARN, doc=PARTIAL_DOC,
     limits=PartialLimits, check=check_zero_lr_partial, needs=(LR,), origin="trainproof",
+    family=METRICS,
 )

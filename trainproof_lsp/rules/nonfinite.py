@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..core.model import EVAL_LOSS, GRAD_NORM, LOSS, Hit, Level, Related, Run, Series
-from .base import Context, NoLimits, Rule, Skip, fmt
+from .base import Context, NoLimits, METRICS, Rule, Skip, fmt
 
 NAN_DOC = """The loss is NaN or infinite.
 
@@ -47,6 +47,7 @@ def check_nan_loss(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
 NAN_RULE = Rule(
     id="TP-NAN", name="non-finite-loss", level=Level.FAIL, doc=NAN_DOC,
     check=check_nan_loss, needs=(LOSS,), origin="trainproof",
+    family=METRICS,
 )
 
 
@@ -76,6 +77,7 @@ def check_nan_eval(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
 NAN_EVAL_RULE = Rule(
     id="TP-NAN-EVAL", name="non-finite-eval-loss", level=Level.FAIL, doc=NAN_EVAL_DOC,
     check=check_nan_eval, needs=(EVAL_LOSS,),
+    family=METRICS,
 )
 
 
@@ -152,6 +154,7 @@ def check_nan_grad(run: Run, limits: GradLimits, ctx: Context) -> Iterator[Hit]:
 NAN_GRAD_RULE = Rule(
     id="TP-NAN-GRAD", name="non-finite-grad-norm", level=Level.FAIL, doc=NAN_GRAD_DOC,
     limits=GradLimits, check=check_nan_grad, needs=(GRAD_NORM,), origin="trainproof",
+    family=METRICS,
 )
 
 
@@ -183,6 +186,7 @@ def check_overflow(run: Run, limits: GradLimits, ctx: Context) -> Iterator[Hit]:
 OVERFLOW_RULE = Rule(
     id="TP-GRAD-OVERFLOW", name="grad-norm-overflow", level=Level.WARN, doc=OVERFLOW_DOC,
     limits=GradLimits, check=check_overflow, needs=(GRAD_NORM,),
+    family=METRICS,
 )
 
 __all__ = ["NAN_RULE", "NAN_EVAL_RULE", "NAN_GRAD_RULE", "OVERFLOW_RULE", "fmt"]

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..core.model import EVAL_LOSS, LOSS, Hit, Level, Related, Run
 from ._stats import median
-from .base import Context, Rule, Skip, fmt, need
+from .base import Context, METRICS, Rule, Skip, fmt, need
 
 DOC = """Eval loss rises while train loss keeps falling: the model memorises.
 
@@ -88,4 +88,4 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-OVERFIT", name="overfitting", level=Level.WARN, doc=DOC, limits=Limits,
-            check=check, needs=(EVAL_LOSS,), origin="trainproof")
+            check=check, needs=(EVAL_LOSS,), origin="trainproof", family=METRICS)

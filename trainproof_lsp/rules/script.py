@@ -8,13 +8,14 @@ that came through a constant has the constant's assignment as related location.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, cast
+from typing import Any, Callable, Iterator
 
 from ..core.model import Hit, Level, Location, Related
 from ..readers.script import ConfigCall, ScriptFacts, Value
-from .base import Context, NoLimits, Rule, Skip
+from .base import Context, Family, NoLimits, Rule, Skip
 
-KIND = "script"
+# Every rule here (and in script_best_strategy.py) judges one ScriptFacts (readers/script.py).
+SCRIPT: Family[ScriptFacts, Context] = Family("script")
 
 
 def _configs(facts: ScriptFacts) -> tuple[ConfigCall, ...]:
@@ -63,6 +64,23 @@ def _stand_down(decided: bool, configs: tuple[ConfigCall, ...], *names: str) -> 
         raise Skip(f"not known without running the script: {', '.join(unknown[:3])}")
 
 
+# What one config call says to a check: whether its values decide the check (statically
+# known, or absent so a default applies), and the findings it gives.
+ConfigJudge = Callable[[ScriptFacts, ConfigCall], tuple[bool, list[Hit]]]
+
+
+def _each_config(facts: ScriptFacts, judge: ConfigJudge, *names: str) -> Iterator[Hit]:
+    """Every config call's findings; the check stands down (Skip) when no call decided it
+    and one of `names` is present but not known without running the script."""
+    configs = _configs(facts)
+    decided = False
+    for c in configs:
+        known, hits = judge(facts, c)
+        decided = decided or known
+        yield from hits
+    _stand_down(decided, configs, *names)
+
+
 # --- learning rate 0 ---------------------------------------------------------------------
 
 ZERO_LR_DOC = """The training config sets the learning rate to zero.
@@ -77,26 +95,25 @@ file): those are not known statically and the check says so.
 """
 
 
-def check_zero_lr(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
-    configs = _configs(facts)
-    decided = False
-    for c in configs:
-        v = c.kwargs.get("learning_rate")
-        lr = _num(v)
-        if v is None or lr is None:
-            decided = decided or v is None
-            continue
-        decided = True
-        if lr == 0.0:
-            through = f" (through {v.via})" if v.via else ""
-            yield Hit(message=f"{c.cls}(learning_rate={v.text}) is 0{through}: the optimizer will not move the weights",
+def _zero_lr(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
+    v = c.kwargs.get("learning_rate")
+    lr = _num(v)
+    if v is None or lr is None:
+        return v is None, []
+    if lr != 0.0:
+        return True, []
+    through = f" (through {v.via})" if v.via else ""
+    return True, [Hit(message=f"{c.cls}(learning_rate={v.text}) is 0{through}: the optimizer will not move the weights",
                       evidence={"learning_rate": lr, "config": c.cls, "via": v.via or ""},
-                      location=_loc(facts, v), related=_via(facts, v))
-    _stand_down(decided, configs, "learning_rate")
+                      location=_loc(facts, v), related=_via(facts, v))]
+
+
+def check_zero_lr(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
+    return _each_config(facts, _zero_lr, "learning_rate")
 
 
 ZERO_LR_RULE = Rule(id="TP-SCRIPT-ZERO-LR", name="script-zero-learning-rate", level=Level.FAIL,
-                    doc=ZERO_LR_DOC, check=cast(Any, check_zero_lr), applies_to=KIND)
+                    doc=ZERO_LR_DOC, check=check_zero_lr, family=SCRIPT)
 
 
 # --- warmup as long as the run -----------------------------------------------------------
@@ -113,41 +130,39 @@ then comes from epochs and the dataset size, unknown statically).
 """
 
 
+def _warmup(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
+    hits: list[Hit] = []
+    ratio_v = c.kwargs.get("warmup_ratio")
+    ratio = _num(ratio_v)
+    ratio_known = ratio_v is not None and ratio is not None
+    if ratio_v is not None and ratio is not None and ratio >= 1.0:
+        hits.append(Hit(message=f"warmup_ratio={ratio_v.text} is {ratio:g} >= 1: warmup spans the whole run",
+                        evidence={"warmup_ratio": ratio, "config": c.cls},
+                        location=_loc(facts, ratio_v), related=_via(facts, ratio_v)))
+    steps_v, max_v = c.kwargs.get("warmup_steps"), c.kwargs.get("max_steps")
+    warm, total = _num(steps_v), _num(max_v)
+    if steps_v is None or max_v is None:
+        return ratio_known or steps_v is None, hits
+    if warm is None or total is None:
+        return ratio_known, hits
+    if total > 0 and warm >= total:
+        hits.append(Hit(
+            message=(f"warmup_steps={steps_v.text} ({warm:g}) >= max_steps={max_v.text} ({total:g}): the "
+                     "learning rate is still warming up when training ends"),
+            evidence={"warmup_steps": warm, "max_steps": total, "config": c.cls},
+            location=_loc(facts, steps_v),
+            related=(Related(location=_loc(facts, max_v), message=f"max_steps {total:g} set here"),
+                     *_via(facts, steps_v)),
+        ))
+    return True, hits
+
+
 def check_warmup(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
-    configs = _configs(facts)
-    decided = False
-    for c in configs:
-        ratio_v = c.kwargs.get("warmup_ratio")
-        ratio = _num(ratio_v)
-        if ratio_v is not None and ratio is not None:
-            decided = True
-            if ratio >= 1.0:
-                yield Hit(message=f"warmup_ratio={ratio_v.text} is {ratio:g} >= 1: warmup spans the whole run",
-                          evidence={"warmup_ratio": ratio, "config": c.cls},
-                          location=_loc(facts, ratio_v), related=_via(facts, ratio_v))
-        steps_v, max_v = c.kwargs.get("warmup_steps"), c.kwargs.get("max_steps")
-        warm, total = _num(steps_v), _num(max_v)
-        if steps_v is None or max_v is None:
-            decided = decided or steps_v is None
-            continue
-        if warm is None or total is None:
-            continue
-        decided = True
-        if total > 0 and warm >= total:
-            assert steps_v is not None and max_v is not None
-            yield Hit(
-                message=(f"warmup_steps={steps_v.text} ({warm:g}) >= max_steps={max_v.text} ({total:g}): the "
-                         "learning rate is still warming up when training ends"),
-                evidence={"warmup_steps": warm, "max_steps": total, "config": c.cls},
-                location=_loc(facts, steps_v),
-                related=(Related(location=_loc(facts, max_v), message=f"max_steps {total:g} set here"),
-                         *_via(facts, steps_v)),
-            )
-    _stand_down(decided, configs, "warmup_steps", "max_steps", "warmup_ratio")
+    return _each_config(facts, _warmup, "warmup_steps", "max_steps", "warmup_ratio")
 
 
 WARMUP_RULE = Rule(id="TP-SCRIPT-WARMUP-EXCEEDS-RUN", name="warmup-exceeds-run", level=Level.WARN,
-                   doc=WARMUP_DOC, check=cast(Any, check_warmup), applies_to=KIND)
+                   doc=WARMUP_DOC, check=check_warmup, family=SCRIPT)
 
 
 # --- fp16 and bf16 --------------------------------------------------------------------------
@@ -163,34 +178,33 @@ What it does not mean: anything about which precision is right for the hardware.
 """
 
 
+def _fp16_bf16(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
+    fp16_v, bf16_v = c.kwargs.get("fp16"), c.kwargs.get("bf16")
+    fp16, bf16 = _flag(fp16_v), _flag(bf16_v)
+    if fp16_v is None or bf16_v is None:
+        return (fp16_v is None and bf16_v is None) or fp16 is False or bf16 is False, []
+    if fp16 is None or bf16 is None:
+        return False, []
+    if not (fp16 and bf16):
+        return True, []
+    named = sorted((("fp16", fp16_v), ("bf16", bf16_v)), key=lambda kv: (kv[1].span.start_line,
+                                                                       kv[1].span.start_char))
+    (_, first), (_, second) = named
+    said = "; ".join(f"{v.text if '=' in v.text else f'{k}={v.text}'} on line {_line(v)}" for k, v in named)
+    return True, [Hit(
+        message=f"fp16 and bf16 are both on ({said}): {c.cls} raises ValueError before training starts",
+        evidence={"fp16": True, "bf16": True, "config": c.cls},
+        location=_loc(facts, second),
+        related=(Related(location=_loc(facts, first), message="the other one is turned on here"),),
+    )]
+
+
 def check_fp16_bf16(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
-    configs = _configs(facts)
-    decided = False
-    for c in configs:
-        fp16_v, bf16_v = c.kwargs.get("fp16"), c.kwargs.get("bf16")
-        fp16, bf16 = _flag(fp16_v), _flag(bf16_v)
-        if fp16_v is None or bf16_v is None:
-            decided = decided or (fp16_v is None and bf16_v is None) or fp16 is False or bf16 is False
-            continue
-        if fp16 is None or bf16 is None:
-            continue
-        decided = True
-        if fp16 and bf16:
-            named = sorted((("fp16", fp16_v), ("bf16", bf16_v)), key=lambda kv: (kv[1].span.start_line,
-                                                                               kv[1].span.start_char))
-            (_, first), (_, second) = named
-            said = "; ".join(f"{v.text if '=' in v.text else f'{k}={v.text}'} on line {_line(v)}" for k, v in named)
-            yield Hit(
-                message=f"fp16 and bf16 are both on ({said}): {c.cls} raises ValueError before training starts",
-                evidence={"fp16": True, "bf16": True, "config": c.cls},
-                location=_loc(facts, second),
-                related=(Related(location=_loc(facts, first), message="the other one is turned on here"),),
-            )
-    _stand_down(decided, configs, "fp16", "bf16")
+    return _each_config(facts, _fp16_bf16, "fp16", "bf16")
 
 
 FP16_BF16_RULE = Rule(id="TP-SCRIPT-FP16-BF16", name="fp16-and-bf16", level=Level.FAIL, doc=FP16_BF16_DOC,
-                      check=cast(Any, check_fp16_bf16), applies_to=KIND)
+                      check=check_fp16_bf16, family=SCRIPT)
 
 
 # --- the best checkpoint will be deleted ----------------------------------------------------
@@ -246,7 +260,7 @@ def check_best(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[H
 
 
 BEST_RULE = Rule(id="TP-SCRIPT-BEST-CKPT-DELETED", name="best-checkpoint-deleted", level=Level.WARN,
-                 doc=BEST_DOC, check=cast(Any, check_best), applies_to=KIND)
+                 doc=BEST_DOC, check=check_best, family=SCRIPT)
 
 
 # --- eval dataset with evaluation disabled ------------------------------------------------------
@@ -288,7 +302,7 @@ def check_eval(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[H
 
 
 EVAL_RULE = Rule(id="TP-SCRIPT-EVAL-DISABLED", name="eval-dataset-never-used", level=Level.WARN,
-                 doc=EVAL_DOC, check=cast(Any, check_eval), applies_to=KIND)
+                 doc=EVAL_DOC, check=check_eval, family=SCRIPT)
 
 
 # --- logging interval longer than the run ---------------------------------------------------------
@@ -304,32 +318,31 @@ What it does not mean: anything when max_steps is not set in the script.
 """
 
 
+def _logging(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
+    log_v, max_v = c.kwargs.get("logging_steps"), c.kwargs.get("max_steps")
+    if log_v is None or max_v is None:
+        return True, []  # an absent value is the default: decided
+    every, total = _num(log_v), _num(max_v)
+    if every is None or total is None:
+        return False, []
+    if not (total > 0 and every >= 1 and every > total):
+        return True, []
+    return True, [Hit(
+        message=(f"logging_steps={log_v.text} ({every:g}) > max_steps={max_v.text} ({total:g}): the run "
+                 "ends before the first loss is logged"),
+        evidence={"logging_steps": every, "max_steps": total, "config": c.cls},
+        location=_loc(facts, log_v),
+        related=(Related(location=_loc(facts, max_v), message=f"max_steps {total:g} set here"),
+                 *_via(facts, log_v)),
+    )]
+
+
 def check_logging(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
-    configs = _configs(facts)
-    decided = False
-    for c in configs:
-        log_v, max_v = c.kwargs.get("logging_steps"), c.kwargs.get("max_steps")
-        if log_v is None or max_v is None:
-            decided = decided or log_v is None or max_v is None
-            continue
-        every, total = _num(log_v), _num(max_v)
-        if every is None or total is None:
-            continue
-        decided = True
-        if total > 0 and every >= 1 and every > total:
-            yield Hit(
-                message=(f"logging_steps={log_v.text} ({every:g}) > max_steps={max_v.text} ({total:g}): the run "
-                         "ends before the first loss is logged"),
-                evidence={"logging_steps": every, "max_steps": total, "config": c.cls},
-                location=_loc(facts, log_v),
-                related=(Related(location=_loc(facts, max_v), message=f"max_steps {total:g} set here"),
-                         *_via(facts, log_v)),
-            )
-    _stand_down(decided, configs, "logging_steps", "max_steps")
+    return _each_config(facts, _logging, "logging_steps", "max_steps")
 
 
 LOGGING_RULE = Rule(id="TP-SCRIPT-LOGGING-EXCEEDS-RUN", name="logging-exceeds-run", level=Level.WARN,
-                    doc=LOGGING_DOC, check=cast(Any, check_logging), applies_to=KIND)
+                    doc=LOGGING_DOC, check=check_logging, family=SCRIPT)
 
 
-RULES: tuple[Rule, ...] = (ZERO_LR_RULE, WARMUP_RULE, FP16_BF16_RULE, BEST_RULE, EVAL_RULE, LOGGING_RULE)
+RULES: tuple[Rule[ScriptFacts, Context], ...] = (ZERO_LR_RULE, WARMUP_RULE, FP16_BF16_RULE, BEST_RULE, EVAL_RULE, LOGGING_RULE)

@@ -7,12 +7,12 @@ runtime expression makes the check say it could not judge.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, cast
+from typing import Any, Iterator
 
 from ..core.model import Hit, Level, Related
 from ..readers.script import ConfigCall, ScriptFacts, Value
 from .base import Context, NoLimits, Rule, Skip
-from .script import KIND, _configs, _eval_strategy, _flag, _loc, _stand_down
+from .script import SCRIPT, _configs, _eval_strategy, _flag, _loc, _stand_down
 
 # HF TrainingArguments defaults (transformers/training_args.py), used when the keyword is
 # absent: checkpoints are saved every 500 steps, evaluation is off.
@@ -124,4 +124,4 @@ def check(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-SCRIPT-BEST-STRATEGY-MISMATCH", name="best-model-strategy-mismatch", level=Level.FAIL,
-            doc=DOC, check=cast(Any, check), applies_to=KIND)
+            doc=DOC, check=check, family=SCRIPT)

@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 
 from ..core.model import GRAD_NORM, LOSS, Hit, Level, Related, Run
 from ._stats import median
-from .base import Context, Rule, Skip, fmt, need
+from .base import Context, METRICS, Rule, Skip, fmt, need
 
 GRAD_DOC = """Gradient norm spikes far above its median and its recent level.
 
@@ -114,6 +114,7 @@ def check_grad_spike(run: Run, limits: GradLimits, ctx: Context) -> Iterator[Hit
 GRAD_SPIKE_RULE = Rule(
     id="TP-GRAD-SPIKE", name="grad-norm-spike", level=Level.WARN, doc=GRAD_DOC,
     limits=GradLimits, check=check_grad_spike, needs=(GRAD_NORM,), origin="trainproof",
+    family=METRICS,
 )
 
 
@@ -299,8 +300,10 @@ def check_loss_spike_unrecovered(run: Run, limits: LossLimits, ctx: Context) -> 
 LOSS_SPIKE_RULE = Rule(
     id="TP-LOSS-SPIKE", name="loss-spike", level=Level.WARN, doc=LOSS_DOC,
     limits=LossLimits, check=check_loss_spike, needs=(LOSS,),
+    family=METRICS,
 )
 LOSS_SPIKE_UNRECOVERED_RULE = Rule(
     id="TP-LOSS-SPIKE-UNRECOVERED", name="loss-spike-unrecovered", level=Level.FAIL,
     doc=UNRECOVERED_DOC, limits=LossLimits, check=check_loss_spike_unrecovered, needs=(LOSS,),
+    family=METRICS,
 )

@@ -7,7 +7,7 @@ from operator import lt
 from typing import Iterator
 
 from ..core.model import EVAL_LOSS, LOSS, Hit, Level, Related, Run, Series
-from .base import Context, Rule, need
+from .base import Context, METRICS, Rule, need
 
 DOC = """The train-loss steps go backwards inside one run (a rewind), or repeat throughout.
 
@@ -76,7 +76,7 @@ def check(run: Run, limits: StepLimits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-STEP-ORDER", name="step-order", level=Level.WARN, doc=DOC, limits=StepLimits,
-            check=check, needs=(LOSS,))
+            check=check, needs=(LOSS,), family=METRICS)
 
 
 APPENDED_DOC = """The log holds several runs, appended one after another; each is judged alone.
@@ -103,7 +103,7 @@ class SegmentLimits:
 
 
 APPENDED_RULE = Rule(id="TP-APPENDED-RUNS", name="appended-runs", level=Level.INFO, doc=APPENDED_DOC,
-                     limits=SegmentLimits)
+                     limits=SegmentLimits, family=METRICS)
 
 
 def seams(run: Run, limits: SegmentLimits) -> tuple[int, ...]:

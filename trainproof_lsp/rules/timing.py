@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..core.model import DATA_TIME, STEP_TIME, THROUGHPUT, Hit, Level, Run
 from ._stats import median, window_for
-from .base import Context, NoLimits, Rule, Skip, fmt, need
+from .base import Context, NoLimits, METRICS, Rule, Skip, fmt, need
 
 CLIFF_DOC = """Steps became much slower part-way through and stayed slow.
 
@@ -52,6 +52,7 @@ def check_cliff(run: Run, limits: CliffLimits, ctx: Context) -> Iterator[Hit]:
 STEP_CLIFF_RULE = Rule(
     id="TP-STEP-CLIFF", name="step-time-cliff", level=Level.WARN, doc=CLIFF_DOC,
     limits=CliffLimits, check=check_cliff, needs=(STEP_TIME,), origin="trainproof",
+    family=METRICS,
 )
 
 LOADER_DOC = """The run spends most of each step waiting for data.
@@ -95,6 +96,7 @@ def check_loader(run: Run, limits: LoaderLimits, ctx: Context) -> Iterator[Hit]:
 LOADER_BOUND_RULE = Rule(
     id="TP-LOADER-BOUND", name="loader-bound", level=Level.WARN, doc=LOADER_DOC,
     limits=LoaderLimits, check=check_loader, needs=(STEP_TIME, DATA_TIME), origin="trainproof",
+    family=METRICS,
 )
 
 THROUGHPUT_DOC = """Throughput of the run, for the record.
@@ -134,4 +136,5 @@ def check_throughput(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
 THROUGHPUT_RULE = Rule(
     id="TP-THROUGHPUT", name="throughput", level=Level.INFO, doc=THROUGHPUT_DOC,
     check=check_throughput, origin="trainproof",
+    family=METRICS,
 )

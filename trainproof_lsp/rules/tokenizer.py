@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator, cast
+from typing import Any, Iterator
 
 from ..core.model import Hit, Level, Location, Related, Span
 from ..readers.tokenizer import Sourced, TokenizerFiles
-from .base import NoLimits, Rule, Skip
+from .base import Family, NoLimits, Rule, Skip
 
 
 @dataclass(frozen=True, kw_only=True)
 class TokenizerContext:
     # True/False when datasets were given with the tokenizer; None when judged alone.
     conversational: bool | None = None
+
+
+# Every rule here judges one tokenizer folder's files (readers/tokenizer.py).
+TOKENIZER: Family[TokenizerFiles, TokenizerContext] = Family("tokenizer")
 
 
 def _at(s: Sourced) -> Location:
@@ -43,7 +47,7 @@ own declaration is judged, since that is what data collators use.
 """
 
 
-def check_missing_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+def check_missing_eos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
     if tok.eos is None:
         looked = [n for n in ("tokenizer_config.json", "special_tokens_map.json") if n in tok.present]
         yield Hit(message=f"no eos_token in {' or '.join(looked) or 'the tokenizer files'}",
@@ -51,7 +55,7 @@ def check_missing_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterat
 
 
 MISSING_EOS = Rule(id="TP-PRE-MISSING-EOS-TOKEN", name="missing-eos-token", level=Level.FAIL, doc=MISSING_EOS_DOC,
-                   check=cast(Any, check_missing_eos), applies_to="tokenizer", origin="trainproof")
+                   check=check_missing_eos, family=TOKENIZER, origin="trainproof")
 
 MISSING_PAD_DOC = """The tokenizer has no padding token.
 
@@ -64,14 +68,14 @@ padding; it is a WARN.
 """
 
 
-def check_missing_pad(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+def check_missing_pad(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
     if tok.pad is None:
         yield Hit(message="no pad_token: batches cannot be padded until one is set",
                   evidence={"files": len(tok.present)}, location=_folder_file(tok))
 
 
 MISSING_PAD = Rule(id="TP-PRE-MISSING-PAD-TOKEN", name="missing-pad-token", level=Level.WARN, doc=MISSING_PAD_DOC,
-                   check=cast(Any, check_missing_pad), applies_to="tokenizer", origin="trainproof")
+                   check=check_missing_pad, family=TOKENIZER, origin="trainproof")
 
 PAD_EOS_DOC = """The padding token is the end-of-sequence token.
 
@@ -85,7 +89,7 @@ it is a WARN.
 """
 
 
-def check_pad_equals_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+def check_pad_equals_eos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
     if tok.pad is None or tok.eos is None:
         return
     pad_id, eos_id = tok.id_of(tok.pad.value), tok.id_of(tok.eos.value)
@@ -99,7 +103,7 @@ def check_pad_equals_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Ite
 
 
 PAD_EQUALS_EOS = Rule(id="TP-PRE-PAD-EQUALS-EOS", name="pad-equals-eos", level=Level.WARN, doc=PAD_EOS_DOC,
-                      check=cast(Any, check_pad_equals_eos), applies_to="tokenizer", origin="trainproof")
+                      check=check_pad_equals_eos, family=TOKENIZER, origin="trainproof")
 
 NO_TEMPLATE_DOC = """Conversational data, but the tokenizer has no chat template.
 
@@ -114,7 +118,7 @@ your trainer formats conversations itself.
 """
 
 
-def check_no_template(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+def check_no_template(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
     conversational = getattr(ctx, "conversational", None)
     if not conversational:
         raise Skip("no conversational dataset given with the tokenizer")
@@ -125,7 +129,7 @@ def check_no_template(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterat
 
 
 NO_CHAT_TEMPLATE = Rule(id="TP-TOK-NO-CHAT-TEMPLATE", name="no-chat-template", level=Level.FAIL,
-                        doc=NO_TEMPLATE_DOC, check=cast(Any, check_no_template), applies_to="tokenizer")
+                        doc=NO_TEMPLATE_DOC, check=check_no_template, family=TOKENIZER)
 
 TEMPLATE_EOS_DOC = """The chat template does not end the assistant's turn with an end marker.
 
@@ -164,7 +168,7 @@ def special_tokens(tok: TokenizerFiles) -> dict[str, str | None]:
             "pad_token": tok.pad.value if tok.pad else None, "unk_token": tok.unk.value if tok.unk else None}
 
 
-def check_template_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+def check_template_eos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
     from ..readers import chat_template as ct
 
     tpl = tok.chat_template
@@ -203,7 +207,7 @@ def check_template_eos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Itera
 
 
 TEMPLATE_NO_EOS = Rule(id="TP-TOK-TEMPLATE-NO-EOS", name="template-no-eos", level=Level.FAIL,
-                       doc=TEMPLATE_EOS_DOC, check=cast(Any, check_template_eos), applies_to="tokenizer")
+                       doc=TEMPLATE_EOS_DOC, check=check_template_eos, family=TOKENIZER)
 
 # Reasons TP-TOK-TEMPLATE-NO-EOS stands down without anything to judge; any other skip
 # means the template was there but could not be judged: NOT-CHECKED, never a pass.
@@ -221,7 +225,7 @@ or pass `add_special_tokens=False`; it is a WARN.
 """
 
 
-def check_double_bos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+def check_double_bos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
     tpl = tok.chat_template
     if tpl is None:
         raise Skip(NO_TEMPLATE)
@@ -243,7 +247,7 @@ def check_double_bos(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterato
 
 
 DOUBLE_BOS = Rule(id="TP-TOK-DOUBLE-BOS", name="double-bos", level=Level.WARN, doc=DOUBLE_BOS_DOC,
-                  check=cast(Any, check_double_bos), applies_to="tokenizer")
+                  check=check_double_bos, family=TOKENIZER)
 
 SENTINEL_DOC = """The tokenizer's model_max_length is the "no limit" sentinel.
 
@@ -264,7 +268,7 @@ class SentinelLimits:
     sentinel_at: float = 1e29
 
 
-def check_sentinel(tok: TokenizerFiles, limits: SentinelLimits, ctx: Any) -> Iterator[Hit]:
+def check_sentinel(tok: TokenizerFiles, limits: SentinelLimits, ctx: TokenizerContext) -> Iterator[Hit]:
     mml = tok.model_max_length
     if mml is None or isinstance(mml.value, bool) or not isinstance(mml.value, (int, float)):
         raise Skip("no model_max_length in tokenizer_config.json")
@@ -275,8 +279,8 @@ def check_sentinel(tok: TokenizerFiles, limits: SentinelLimits, ctx: Any) -> Ite
 
 
 MAX_LENGTH_SENTINEL = Rule(id="TP-TOK-MAX-LENGTH-SENTINEL", name="max-length-sentinel", level=Level.WARN,
-                           doc=SENTINEL_DOC, limits=SentinelLimits, check=cast(Any, check_sentinel),
-                           applies_to="tokenizer")
+                           doc=SENTINEL_DOC, limits=SentinelLimits, check=check_sentinel,
+                           family=TOKENIZER)
 
 BEYOND_VOCAB_DOC = """Added tokens have ids beyond the model's vocabulary.
 
@@ -291,7 +295,7 @@ saved here is stale.
 """
 
 
-def check_beyond_vocab(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+def check_beyond_vocab(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
     if tok.vocab_size is None:
         raise Skip("no config.json with vocab_size in the tokenizer folder")
     if not tok.added_tokens:
@@ -308,10 +312,10 @@ def check_beyond_vocab(tok: TokenizerFiles, limits: NoLimits, ctx: Any) -> Itera
 
 
 ADDED_BEYOND_VOCAB = Rule(id="TP-TOK-ADDED-TOKENS-BEYOND-VOCAB", name="added-tokens-beyond-vocab",
-                          level=Level.FAIL, doc=BEYOND_VOCAB_DOC, check=cast(Any, check_beyond_vocab),
-                          applies_to="tokenizer")
+                          level=Level.FAIL, doc=BEYOND_VOCAB_DOC, check=check_beyond_vocab,
+                          family=TOKENIZER)
 
-TOKENIZER_RULES: tuple[Rule, ...] = (
+TOKENIZER_RULES: tuple[Rule[TokenizerFiles, TokenizerContext], ...] = (
     MISSING_EOS,
     MISSING_PAD,
     PAD_EQUALS_EOS,

@@ -9,11 +9,11 @@ lists them as skipped, with the reason, whenever the counts are not there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, cast
+from typing import Any, Iterator, Protocol
 
 from ..core.model import Hit, Level, Location, Span
-from ..readers.tokens import NOT_COUNTED, TokenLengths
-from .base import NoLimits, Rule
+from ..readers.tokens import NOT_COUNTED, TemplateError, TokenLengths
+from .base import Family, NoLimits, Rule
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,7 +23,26 @@ class TokenContext:
     max_len: int
 
 
-def _line(lengths: TokenLengths, line: int) -> Location:
+# The token counts of one dataset file (readers/tokens.py), judged against --max-len.
+TOKENS: Family[TokenLengths, TokenContext] = Family("dataset")
+
+
+class TemplateErrors(Protocol):
+    """What TP-PRE-CHAT-TEMPLATE-ERROR reads: the rows a chat template raised on, from the
+    token counts (TokenLengths) or from rendering alone (TemplateRendered, no --max-len)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def template_errors(self) -> tuple[TemplateError, ...]: ...
+
+
+# Rows of one dataset file rendered with a chat template; no context needed.
+TEMPLATES: Family[TemplateErrors, object] = Family("dataset")
+
+
+def _line(lengths: TemplateErrors, line: int) -> Location:
     return Location(path=lengths.path, span=Span(line, 0, line, 0))
 
 
@@ -70,7 +89,7 @@ def check_overflow(lengths: TokenLengths, limits: NoLimits, ctx: TokenContext) -
 
 
 OVERFLOW = Rule(id="TP-PRE-CONTEXT-OVERFLOW", name="context-overflow", level=Level.WARN, doc=OVERFLOW_DOC,
-                check=cast(Any, check_overflow), applies_to="dataset", origin="trainproof")
+                check=check_overflow, family=TOKENS, origin="trainproof")
 
 NO_TRAINABLE_DOC = """A row's prompt fills the whole context: its response is cut to zero tokens.
 
@@ -107,7 +126,7 @@ def check_no_trainable(lengths: TokenLengths, limits: NoLimits, ctx: TokenContex
 
 
 NO_TRAINABLE = Rule(id="TP-PRE-NO-TRAINABLE-TOKENS", name="no-trainable-tokens", level=Level.FAIL,
-                    doc=NO_TRAINABLE_DOC, check=cast(Any, check_no_trainable), applies_to="dataset")
+                    doc=NO_TRAINABLE_DOC, check=check_no_trainable, family=TOKENS)
 
 TEMPLATE_ERROR_DOC = """The tokenizer's chat template raises on a row.
 
@@ -127,7 +146,7 @@ rules already report as unreadable in their format (those are not rendered).
 """
 
 
-def check_template_errors(lengths: TokenLengths, limits: NoLimits, ctx: TokenContext) -> Iterator[Hit]:
+def check_template_errors(lengths: TemplateErrors, limits: NoLimits, ctx: object) -> Iterator[Hit]:
     for e in lengths.template_errors:
         yield Hit(message=f"line {e.line + 1}: the chat template raises: {e.message}",
                   evidence={"line": e.line + 1, "rows_in_file": len(lengths.template_errors)},
@@ -135,9 +154,10 @@ def check_template_errors(lengths: TokenLengths, limits: NoLimits, ctx: TokenCon
 
 
 TEMPLATE_ERROR = Rule(id="TP-PRE-CHAT-TEMPLATE-ERROR", name="chat-template-error", level=Level.FAIL,
-                      doc=TEMPLATE_ERROR_DOC, check=cast(Any, check_template_errors), applies_to="dataset")
+                      doc=TEMPLATE_ERROR_DOC, check=check_template_errors, family=TEMPLATES)
 
-TOKEN_RULES: tuple[Rule, ...] = (
+# A TemplateErrors rule judges TokenLengths too (contravariance), so it sits among these.
+TOKEN_RULES: tuple[Rule[TokenLengths, TokenContext], ...] = (
     OVERFLOW,
     NO_TRAINABLE,
     TEMPLATE_ERROR,

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from ..core.model import LOSS, Hit, Level, Related, Run
 from ._stats import median, rolling_levels, window_for
-from .base import Context, Rule, Skip, fmt, need
+from .base import Context, METRICS, Rule, Skip, fmt, need
 
 DOC = """Where the run ends up, the loss sits above ln(number of classes): worse than guessing.
 
@@ -69,4 +69,4 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
 
 
 RULE = Rule(id="TP-LOSS-ABOVE-UNIFORM", name="loss-above-uniform", level=Level.FAIL, doc=DOC,
-            limits=Limits, check=check, needs=(LOSS,))
+            limits=Limits, check=check, needs=(LOSS,), family=METRICS)

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..core.model import GRAD_NORM, LOSS, Hit, Level, Run
 from ._stats import mann_kendall_z, median, window_for
-from .base import Context, NoLimits, Rule, Skip, fmt, need
+from .base import Context, NoLimits, METRICS, Rule, Skip, all_zero, fmt, need, whole_series_hit
 
 ZERO_LOSS_DOC = """Every logged loss is exactly zero.
 
@@ -20,17 +20,14 @@ What it does not mean: a loss that is merely small; only exact zeros count.
 
 def check_zero_loss(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
     loss = need(run, LOSS, 3, "loss")
-    if loss.values.count(0.0) == len(loss):
-        yield Hit(
-            message=f"all {len(loss)} logged losses are exactly 0 (steps {loss.steps[0]}-{loss.steps[-1]})",
-            evidence={"points": len(loss), "first_step": loss.steps[0], "last_step": loss.steps[-1]},
-            location=run.location(loss.records[0]),
-        )
+    if all_zero(loss):
+        yield whole_series_hit(run, loss, "all {points} logged losses are exactly 0 (steps {first_step}-{last_step})")
 
 
 ZERO_LOSS_RULE = Rule(
     id="TP-ZERO-LOSS", name="zero-loss", level=Level.FAIL, doc=ZERO_LOSS_DOC,
     check=check_zero_loss, needs=(LOSS,), origin="trainproof",
+    family=METRICS,
 )
 
 
@@ -77,6 +74,7 @@ def check_zero_onset(run: Run, limits: OnsetLimits, ctx: Context) -> Iterator[Hi
 ZERO_ONSET_RULE = Rule(
     id="TP-ZERO-LOSS-ONSET", name="zero-loss-onset", level=Level.FAIL, doc=ZERO_ONSET_DOC,
     limits=OnsetLimits, check=check_zero_onset, needs=(LOSS,), origin="trainproof",
+    family=METRICS,
 )
 
 
@@ -102,7 +100,7 @@ value is not the real one (some sharded/offloaded setups log 0).
 
 def check_zero_grad(run: Run, limits: ZeroGradLimits, ctx: Context) -> Iterator[Hit]:
     grad = need(run, GRAD_NORM, 3, "gradient norm")
-    if grad.values.count(0.0) != len(grad):
+    if not all_zero(grad):
         return
     loss = run.get(LOSS)
     if loss is not None:
@@ -116,14 +114,12 @@ def check_zero_grad(run: Run, limits: ZeroGradLimits, ctx: Context) -> Iterator[
                     f"gradient norms are all 0 but the loss fell from {fmt(start)} to {fmt(end)} "
                     f"(trend z {z:.2f}): the logged norm is not the gradient the optimizer used"
                 )
-    yield Hit(
-        message=f"all {len(grad)} logged gradient norms are exactly 0 (steps {grad.steps[0]}-{grad.steps[-1]})",
-        evidence={"points": len(grad), "first_step": grad.steps[0], "last_step": grad.steps[-1]},
-        location=run.location(grad.records[0]),
-    )
+    yield whole_series_hit(run, grad, "all {points} logged gradient norms are exactly 0 "
+                                      "(steps {first_step}-{last_step})")
 
 
 ZERO_GRAD_RULE = Rule(
     id="TP-ZERO-GRAD", name="zero-grad-norm", level=Level.FAIL, doc=ZERO_GRAD_DOC,
     limits=ZeroGradLimits, check=check_zero_grad, needs=(GRAD_NORM,), origin="trainproof",
+    family=METRICS,
 )
