@@ -15,6 +15,7 @@ or the command line says why in a comment (start-up time, or an optional depende
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -297,3 +298,45 @@ def test_core_config_names_the_series_the_readers_map():
     from trainproof_lsp.readers.metrics import MAPPABLE
 
     assert CORE_MAPPABLE == MAPPABLE
+
+
+# --- README.md's layout section names the tree as it is ---------------------------------------
+
+def _layout_block() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n### Layout\n", 1)[1]
+    return section.split("```\n", 2)[1].splitlines()
+
+
+def _layout_entries() -> list[tuple[Path, list[str]]]:
+    """(path named at the start of a line, the `x.py` names in its description). A line
+    indented by two spaces names something inside the package."""
+    entries = []
+    for line in _layout_block():
+        indented = line.startswith("  ")
+        first, _, rest = line.strip().partition(" ")
+        base = (PACKAGE if indented else ROOT) / first.rstrip("/")
+        names = [n for n in re.findall(r"`([^`]+)`", rest) if n.endswith((".py", "/"))]
+        entries.append((base, names))
+    return entries
+
+
+def test_every_folder_and_module_the_readme_layout_names_exists():
+    missing = []
+    for base, names in _layout_entries():
+        if not base.exists():
+            missing.append(str(base.relative_to(ROOT)))
+        for name in names:
+            target = (base if base.is_dir() else base.parent) / name.rstrip("/")
+            if not target.exists():
+                missing.append(str(target.relative_to(ROOT)))
+    assert not missing, f"README.md's layout names what is not in the tree: {missing}"
+
+
+def test_the_readme_layout_names_every_package_folder_and_top_module():
+    named = {base for base, _ in _layout_entries()}
+    folders = {p.parent for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE and "__pycache__" not in p.parts}
+    folders = {f for f in folders if f.parent == PACKAGE}  # the layer folders (nested ones belong to theirs)
+    top = set(PACKAGE.glob("*.py"))
+    unnamed = sorted(str(p.relative_to(ROOT)) for p in (folders | top) - named)
+    assert not unnamed, f"README.md's layout does not name: {unnamed}"
