@@ -8,8 +8,8 @@ Every `import` in every module counts: at the top, inside a function, under
 A module imports only from its own layer or below; `guardian` and `server` never import
 each other; `output` is given reports and never imports the judge; and no two modules
 import each other, directly or round a longer loop (an import hidden inside a function to
-dodge a cycle is still a cycle). An import kept inside a function in core, judge, output
-or the command line says why in a comment (start-up time, or an optional dependency).
+dodge a cycle is still a cycle). An import kept inside a function in core, judge, output,
+guardian or the command line says why in a comment (start-up time, or an optional dependency).
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ def test_lower_layers_never_import_the_editor_protocol(part):
 # Parts where an import inside a function must say why it is there, on its line or the
 # line above: start-up time (a command that must answer before the rest is loaded) or an
 # optional dependency (an extra that may not be installed).
-EXPLAINED = ("", "core", "judge", "output", "cli", "api", "launcher", "__main__")
+EXPLAINED = ("", "core", "judge", "output", "guardian", "cli", "api", "launcher", "__main__")
 REASONS = ("start-up", "optional")
 
 
