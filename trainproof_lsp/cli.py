@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeAlias
+from typing import Callable, Mapping, Sequence, TypeAlias
 
 from . import TOOL_NAME, __version__
 from .core.config import Config, ConfigError, with_columns, with_vocab
