@@ -101,6 +101,7 @@ bench: setup
 docs: setup
 	$(PY) -m trainproof_lsp rules --markdown > docs/rules.md
 	$(PY) -m trainproof_lsp.core.formats > docs/formats.md
+	$(PY) -c 'import pathlib; from trainproof_lsp.output.render import splice_contracts as s; p = pathlib.Path("CONTRACTS.md"); p.write_text(s(p.read_text(encoding="utf-8")), encoding="utf-8")'
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache

@@ -1,4 +1,4 @@
-"""Dataset preflight speed and memory, side by side in one run (DESIGN.md §6).
+"""Dataset preflight speed and memory, side by side in one run (CONTRACTS.md §8).
 
     python benchmarks/bench_preflight.py [--lines 1000000] [--repeat 3] [--keep]
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Budgets (DESIGN.md §6).
+# Budgets (CONTRACTS.md §8).
 MIN_MB_S = 350.0
 MIN_SPEEDUP = 6.0
 MAX_RSS_MIB = 64.0

@@ -23,7 +23,8 @@ from conftest import REPO, write_jsonl
 from trainproof_lsp.judge import compare
 from trainproof_lsp.output import render
 from trainproof_lsp.cli import main
-from trainproof_lsp.core.config import Config, ConfigError, load_file
+from trainproof_lsp.core.config import Config, ConfigError
+from trainproof_lsp.judge.settings import load_file
 from trainproof_lsp.core.model import Level, Report, Verdict
 from trainproof_lsp.rules import BY_ID
 

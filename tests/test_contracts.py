@@ -12,7 +12,9 @@ CORE_MODULES = [
     "trainproof_lsp.core.model", "trainproof_lsp.core.positions", "trainproof_lsp.readers.detect",
     "trainproof_lsp.readers.trainer_state", "trainproof_lsp.readers.metrics",
     "trainproof_lsp.rules", "trainproof_lsp.judge.engine", "trainproof_lsp.output.render",
-    "trainproof_lsp.core.config", "trainproof_lsp.cli",
+    "trainproof_lsp.core.config", "trainproof_lsp.cli", "trainproof_lsp.judge.preflight",
+    "trainproof_lsp.judge.compare", "trainproof_lsp.judge.settings", "trainproof_lsp.output.html",
+    "trainproof_lsp.api",
 ]
 FORBIDDEN = ("pygls", "lsprotocol", "torch", "tensorflow", "transformers", "tensorboard")
 

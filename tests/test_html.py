@@ -124,7 +124,8 @@ def at_root() -> Iterator[None]:
 
 def doctor_page(*paths: Path, **kw) -> str:
     from trainproof_lsp.core.config import Config
-    from trainproof_lsp.output.html import doctor_with_runs, to_html
+    from trainproof_lsp.judge.compare import doctor_with_runs
+    from trainproof_lsp.output.html import to_html
 
     with at_root():
         return to_html(*doctor_with_runs(list(paths), Config(), **kw))
@@ -248,7 +249,8 @@ def test_nan_points_are_marked_on_their_own_rail_and_never_joined_by_lines():
 
 def test_infinite_values_get_their_own_glyph(tmp_path):
     from trainproof_lsp.core.config import Config
-    from trainproof_lsp.output.html import doctor_with_runs, to_html
+    from trainproof_lsp.judge.compare import doctor_with_runs
+    from trainproof_lsp.output.html import to_html
 
     rows = [{"step": i, "loss": 2.0 - i * 0.01} for i in range(1, 40)]
     rows[20]["loss"] = math.inf
@@ -264,12 +266,8 @@ def test_infinite_values_get_their_own_glyph(tmp_path):
 
 def test_a_long_run_is_thinned_per_pixel_column_but_keeps_its_spike(tmp_path):
     from trainproof_lsp.core.config import Config
-    from trainproof_lsp.output.html import (
-        PLOT_LEFT,
-        PLOT_RIGHT,
-        doctor_with_runs,
-        to_html,
-    )
+    from trainproof_lsp.judge.compare import doctor_with_runs
+    from trainproof_lsp.output.html import PLOT_LEFT, PLOT_RIGHT, to_html
 
     rows = [{"step": i, "loss": 3.0 - 1e-5 * i} for i in range(1, 50_001)]
     rows[31_337]["loss"] = 9.0
@@ -393,7 +391,7 @@ def test_render_run_report_html_takes_paths_or_a_judged_outcome():
     from trainproof_lsp.readers.detect import Detected
     from trainproof_lsp.judge.engine import judge_run, read_run
     from trainproof_lsp.core.model import Outcome
-    from trainproof_lsp.output.html import render_run_report_html
+    from trainproof_lsp.api import render_run_report_html
 
     with at_root():
         from_paths = render_run_report_html([DIVERGES / "trainer_state.json"], Config())
@@ -411,7 +409,7 @@ def test_render_run_report_html_takes_paths_or_a_judged_outcome():
 
 
 def test_render_run_report_html_reports_a_missing_path_as_not_checked(tmp_path):
-    from trainproof_lsp.output.html import render_run_report_html
+    from trainproof_lsp.api import render_run_report_html
 
     page = render_run_report_html([tmp_path / "nowhere"])
     assert parse(page).find_all("section", data_verdict="NOT-CHECKED")

@@ -17,7 +17,8 @@ from conftest import falling, ids, judge, line_with, none_of, only, ran, write_j
 from trainproof_lsp.judge import compare
 from trainproof_lsp.output import render
 from trainproof_lsp.cli import main
-from trainproof_lsp.core.config import Config, ConfigError, load_file
+from trainproof_lsp.core.config import Config, ConfigError
+from trainproof_lsp.judge.settings import load_file
 from trainproof_lsp.judge.engine import _judge_one
 from trainproof_lsp.core.model import EVAL_LOSS, LOSS, Level, Verdict
 from trainproof_lsp.readers.metrics import map_columns, read_metrics_csv

@@ -33,6 +33,24 @@ def test_contracts_lists_exactly_the_registry_ids():
     assert listed == [r.id for r in REGISTRY]
 
 
+def test_contracts_rule_list_is_generated_from_the_registry():
+    text = (ROOT / "CONTRACTS.md").read_text(encoding="utf-8")
+    assert render.contracts_rule_list() in text, (
+        "CONTRACTS.md's rule list drifted from the registry: run `make docs` "
+        "(it writes `python -m trainproof_lsp rules --contracts` between the markers)"
+    )
+    assert render.splice_contracts(text) == text
+
+
+def test_splicing_the_contracts_list_replaces_only_the_block():
+    rules = REGISTRY[:2]
+    old = f"head\n{render.CONTRACTS_START}\n- `TP-GONE` FAIL\n{render.CONTRACTS_END}\ntail\n"
+    new = render.splice_contracts(old, rules)
+    assert new == f"head\n{render.contracts_rule_list(rules)}tail\n"
+    assert render.splice_contracts(new, rules) == new  # the note above the block is kept once
+    assert f"- `{REGISTRY[0].id}` {REGISTRY[0].level.value}\n" in new and "TP-GONE" not in new
+
+
 def test_ids_are_unique_and_upper_kebab():
     ids = [r.id for r in REGISTRY]
     assert len(ids) == len(set(ids))

@@ -1,4 +1,9 @@
-"""Command line: `trainproof-lsp doctor|epoch|rules ...`. Text, --json, --sarif.
+"""Command line: `trainproof-lsp doctor|epoch|compare|preflight|env|watch|rules|serve`.
+
+Each subcommand is one row of COMMANDS: a function that builds its parser and a function
+that runs it. The judging ones share one path (`_judging`): settings loaded (file, then
+flags), the judge called, anything it cannot judge as asked -> a one-line NOT-CHECKED
+error, then text or --json printed, --sarif/--html written and the exit code returned.
 
 Exit codes (CONTRACTS.md): 1 if anything FAILs; else 2 if anything could not be
 judged; else 0. This module is the only place that turns outcomes into exit codes.
@@ -7,17 +12,24 @@ judged; else 0. This module is the only place that turns outcomes into exit code
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, TypeAlias
 
 from . import TOOL_NAME, __version__
-from .core.config import Config, ConfigError, discover, load_file, with_columns, with_vocab
-from .core.model import Level, Outcome, ReadError, Verdict
-
-if TYPE_CHECKING:
-    from .core.model import Run
+from .core.config import Config, ConfigError, with_columns, with_vocab
+from .core.model import Level, Outcome, ReadError, Run, Verdict
+from .guardian.watch import Watch, WatchOptions
+from .judge import compare, engine, preflight
+from .judge.settings import discover, load_file
+from .output import render
+from .output.html import to_html
+from .readers.envcheck import EnvRequest
+from .rules import BY_ID, REGISTRY
+from .server import serve
 
 EXIT_OK, EXIT_FAIL, EXIT_NOT_CHECKED = 0, 1, 2
 
@@ -59,13 +71,12 @@ def _html_option(p: argparse.ArgumentParser) -> None:
                    help="also write a self-contained HTML page with each run's curves and findings to PATH")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=TOOL_NAME,
-        description="A deterministic linter for ML training runs. Exit: 0 pass/warn, 1 fail, 2 not checked.",
-    )
-    parser.add_argument("--version", action="version", version=f"{TOOL_NAME} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+# --- one parser builder per subcommand -----------------------------------------------------
+
+SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # what add_subparsers gives
+
+
+def _doctor_parser(sub: SubParsers) -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="judge whatever is at PATH (files or folders; default: .)")
     doctor.add_argument("paths", nargs="*", type=Path, metavar="PATH")
     doctor.add_argument("--baseline", metavar="B", type=Path,
@@ -74,15 +85,27 @@ def build_parser() -> argparse.ArgumentParser:
                         help="compare checkpoints' tensor names and shapes with this checkpoint")
     _common(doctor)
     _html_option(doctor)
-    compare = sub.add_parser("compare", help="judge runs against a known-good baseline run")
-    compare.add_argument("baseline", type=Path, metavar="BASELINE",
-                         help="the known-good run's log or folder (omit to use baseline in the config)")
-    compare.add_argument("runs", nargs="*", type=Path, metavar="RUN", help="runs' logs or folders")
-    _common(compare)
-    _html_option(compare)
+    return doctor
+
+
+def _compare_parser(sub: SubParsers) -> argparse.ArgumentParser:
+    compare_ = sub.add_parser("compare", help="judge runs against a known-good baseline run")
+    compare_.add_argument("baseline", type=Path, metavar="BASELINE",
+                          help="the known-good run's log or folder (omit to use baseline in the config)")
+    compare_.add_argument("runs", nargs="*", type=Path, metavar="RUN", help="runs' logs or folders")
+    _common(compare_)
+    _html_option(compare_)
+    return compare_
+
+
+def _epoch_parser(sub: SubParsers) -> argparse.ArgumentParser:
     epoch = sub.add_parser("epoch", help="judge one training log")
     epoch.add_argument("log", type=Path, metavar="LOG")
     _common(epoch)
+    return epoch
+
+
+def _env_parser(sub: SubParsers) -> argparse.ArgumentParser:
     env = sub.add_parser("env", help="can this machine start the run? the script's foot-guns and imports "
                                      "(in a child process), RAM, disk")
     target = env.add_mutually_exclusive_group()
@@ -102,17 +125,31 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--checkpoint", metavar="CKPT", type=Path,
                      help="the checkpoint the run resumes from (read, never unpickled)")
     _common(env)
-    preflight = sub.add_parser("preflight", help="check datasets and/or their tokenizer before training")
-    preflight.add_argument("datasets", nargs="*", type=Path, metavar="DATASET",
-                           help="JSONL (or JSON array) files (none: judge --tokenizer DIR alone)")
-    preflight.add_argument("--eval", metavar="EVAL", type=Path, help="eval file: also checked for overlap with DATASETs")
-    preflight.add_argument("--tokenizer", metavar="DIR", type=Path, help="tokenizer folder (read as JSON)")
-    preflight.add_argument("--max-len", metavar="N", type=int, help="context length for token-length checks")
-    _common(preflight)
+    return env
+
+
+def _preflight_parser(sub: SubParsers) -> argparse.ArgumentParser:
+    pre = sub.add_parser("preflight", help="check datasets and/or their tokenizer before training")
+    pre.add_argument("datasets", nargs="*", type=Path, metavar="DATASET",
+                     help="JSONL (or JSON array) files (none: judge --tokenizer DIR alone)")
+    pre.add_argument("--eval", metavar="EVAL", type=Path, help="eval file: also checked for overlap with DATASETs")
+    pre.add_argument("--tokenizer", metavar="DIR", type=Path, help="tokenizer folder (read as JSON)")
+    pre.add_argument("--max-len", metavar="N", type=int, help="context length for token-length checks")
+    _common(pre)
+    return pre
+
+
+def _rules_parser(sub: SubParsers) -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="show the rule docs (all, or one ID)")
     rules.add_argument("rule_id", nargs="?", metavar="ID")
     rules.add_argument("--markdown", action="store_true", help="print docs/rules.md")
+    rules.add_argument("--contracts", action="store_true",
+                       help="print CONTRACTS.md's generated rule list (the block between its markers)")
     rules.add_argument("--json", action="store_true", help="rule metadata as JSON")
+    return rules
+
+
+def _watch_parser(sub: SubParsers) -> argparse.ArgumentParser:
     watch = sub.add_parser("watch", help="tail a growing log (or a run folder) and print each verdict change; "
                            "waits for a log that does not exist yet")
     watch.add_argument("target", type=Path, metavar="LOG_OR_DIR")
@@ -132,49 +169,142 @@ def build_parser() -> argparse.ArgumentParser:
                        help="number of labels of a classifier (the same bound as --vocab-size)")
     watch.add_argument("--column", metavar="SERIES=NAME", action="append", default=None,
                        help="read the log's column NAME as SERIES (loss, eval_loss, lr, step, ...); repeatable")
-    serve = sub.add_parser("serve", help="run the language server on stdio")
+    return watch
+
+
+def _serve_parser(sub: SubParsers) -> argparse.ArgumentParser:
+    serve_ = sub.add_parser("serve", help="run the language server on stdio")
     # vscode-languageclient appends --stdio for TransportKind.stdio; stdio is the only transport.
-    serve.add_argument("--stdio", action="store_true", help=argparse.SUPPRESS)
-    return parser
+    serve_.add_argument("--stdio", action="store_true", help=argparse.SUPPRESS)
+    return serve_
+
+
+# --- the shared path: settings, judge, output, exit code -------------------------------------
+
+class Refused(Exception):
+    """A request that cannot be judged as given: its one-line reason becomes the outcome's
+    error (NOT-CHECKED, exit 2), printed the way --json or text asks."""
+
+
+# What a judging subcommand hands back: the outcome, and the runs behind it (run path ->
+# Run) when --html is to draw their curves.
+Judged: TypeAlias = "tuple[Outcome, Mapping[str, Run] | None]"
 
 
 def _config(args: argparse.Namespace, anchor: Path) -> Config:
-    config = load_file(args.config) if args.config else discover(anchor.resolve())
-    if args.vocab_size is not None and args.vocab_size < 2:
-        raise ConfigError("--vocab-size must be at least 2")
-    num_classes = getattr(args, "num_classes", None)
-    if num_classes is not None:
-        if num_classes < 2:
-            raise ConfigError("--num-classes must be at least 2")
-        if args.vocab_size is not None:
-            raise ConfigError("give --vocab-size or --num-classes, not both (they set the same bound)")
-        config = with_vocab(config, num_classes, source="--num-classes")
-    else:
-        config = with_vocab(config, args.vocab_size)
-    return with_columns(config, getattr(args, "column", None), "--column")
+    """The settings file (--config, else the nearest pyproject.toml from `anchor`) with the
+    flags on top; a setting that cannot be used is Refused."""
+    try:
+        config = load_file(args.config) if args.config else discover(anchor.resolve())
+        if args.vocab_size is not None and args.vocab_size < 2:
+            raise ConfigError("--vocab-size must be at least 2")
+        num_classes = getattr(args, "num_classes", None)
+        if num_classes is not None:
+            if num_classes < 2:
+                raise ConfigError("--num-classes must be at least 2")
+            if args.vocab_size is not None:
+                raise ConfigError("give --vocab-size or --num-classes, not both (they set the same bound)")
+            config = with_vocab(config, num_classes, source="--num-classes")
+        else:
+            config = with_vocab(config, args.vocab_size)
+        return with_columns(config, getattr(args, "column", None), "--column")
+    except ConfigError as e:
+        raise Refused(f"configuration: {e}") from None
 
 
-def _emit(outcome: Outcome, args: argparse.Namespace, runs: "Mapping[str, Run] | None" = None) -> int:
+def _emit(outcome: Outcome, args: argparse.Namespace, runs: Mapping[str, Run] | None = None) -> int:
     """Print the outcome; write --sarif and --html files. `runs` (run path -> Run) are the
     curves --html draws."""
-    from .output import render
-
-    if args.sarif:
+    if getattr(args, "sarif", None):
         Path(args.sarif).write_text(render.to_sarif(outcome), encoding="utf-8")
     if getattr(args, "html", None):
-        from .output.html import to_html
-
         Path(args.html).write_text(to_html(outcome, runs), encoding="utf-8")
-    sys.stdout.write(render.to_json(outcome) if args.json else render.to_text(outcome, verbose=args.verbose))
+    verbose = getattr(args, "verbose", False)
+    sys.stdout.write(render.to_json(outcome) if args.json else render.to_text(outcome, verbose=verbose))
     return exit_code(outcome)
 
 
+def _judging(judge: Callable[[argparse.Namespace, Config], Judged],
+             anchor: Callable[[argparse.Namespace], Path],
+             check: Callable[[argparse.Namespace], None] = lambda args: None) -> Callable[[argparse.Namespace], int]:
+    """The run of a judging subcommand: `check` the arguments, load the settings from
+    `anchor`, `judge`; a Refused request is an outcome with its error."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            check(args)
+            outcome, runs = judge(args, _config(args, anchor(args)))
+        except Refused as e:
+            return _emit(Outcome(reports=(), error=str(e)), args)
+        return _emit(outcome, args, runs)
+
+    return run
+
+
+# --- the judging subcommands ------------------------------------------------------------------
+
+def _doctor(args: argparse.Namespace, config: Config) -> Judged:
+    paths = args.paths or [Path(".")]
+    baseline = args.baseline or (Path(config.baseline) if config.baseline else None)
+    if baseline is not None:
+        if args.html:
+            return compare.doctor_with_runs(paths, config, baseline)
+        return compare.doctor(paths, config, baseline), None
+    reference = None
+    if args.reference is not None:
+        try:
+            reference = engine.read_reference(args.reference)
+        except ReadError as e:
+            raise Refused(str(e)) from None
+    if args.html:
+        return compare.doctor_with_runs(paths, config, reference=reference)
+    return engine.doctor(paths, config, reference=reference), None
+
+
+def _compare(args: argparse.Namespace, config: Config) -> Judged:
+    if args.runs:
+        baseline, runs = args.baseline, args.runs
+    elif config.baseline:  # `compare RUN` with the baseline from the config
+        baseline, runs = Path(config.baseline), [args.baseline]
+    else:
+        raise Refused("compare needs a BASELINE and at least one RUN (or baseline = \"...\" under [tool.trainproof])")
+    if args.html:
+        return compare.compare_with_runs(baseline, runs, config)
+    return compare.compare(baseline, runs, config), None
+
+
+def _epoch(args: argparse.Namespace, config: Config) -> Judged:
+    return engine.epoch(args.log, config), None
+
+
+def _preflight_wants_input(args: argparse.Namespace) -> None:
+    if not args.datasets and args.tokenizer is None and args.eval is None:
+        raise Refused("preflight needs a DATASET, --eval EVAL or --tokenizer DIR")
+
+
+def _preflight(args: argparse.Namespace, config: Config) -> Judged:
+    if args.max_len is not None and args.max_len < 1:
+        raise Refused("--max-len must be at least 1")
+    return preflight.preflight(args.datasets, config, eval_path=args.eval, tokenizer_dir=args.tokenizer,
+                               max_len=args.max_len), None
+
+
+def _env(args: argparse.Namespace, config: Config) -> Judged:
+    timeout = args.timeout if args.timeout is not None else \
+        config.limits_for(BY_ID["TP-ENV-IMPORT-TIMEOUT"]).timeout_s
+    if timeout <= 0 or args.keep < 1:
+        raise Refused("--timeout must be > 0 and --keep >= 1")
+    entrypoint, from_cwd = _entrypoint_as_typed(args.entrypoint, args.cwd)
+    request = EnvRequest(entrypoint=entrypoint, module=args.module, cwd=args.cwd, python=args.python,
+                         timeout_s=timeout, run_entrypoint=args.run_entrypoint, required_gb=args.required_gb,
+                         checkpoint_gb=args.checkpoint_gb, keep=args.keep, output_dir=args.output_dir)
+    shown = str(args.entrypoint) if args.entrypoint is not None else None
+    return engine.env(request, config, checkpoint=args.checkpoint, shown=shown, found_from_cwd=from_cwd), None
+
+
+# --- the subcommands with a run of their own ----------------------------------------------------
+
 def _rules(args: argparse.Namespace) -> int:
-    import json
-
-    from .output import render
-    from .rules import BY_ID, REGISTRY
-
     if args.rule_id:
         rule = BY_ID.get(args.rule_id.upper())
         if rule is None:
@@ -184,6 +314,8 @@ def _rules(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.markdown:
         sys.stdout.write(render.rules_markdown())
+    elif args.contracts:
+        sys.stdout.write(render.contracts_rule_list())
     elif args.json:
         print(json.dumps([render.sarif_rule(r) for r in REGISTRY], indent=2, sort_keys=True))
     else:
@@ -193,9 +325,6 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def _watch(args: argparse.Namespace) -> int:
-    from .guardian.watch import Watch, WatchOptions
-
-    args.sarif, args.verbose = None, False  # not offered by watch; _emit reads them
     if args.interval <= 0 or (args.stall_timeout is not None and args.stall_timeout <= 0) or \
             (args.confirm is not None and args.confirm < 0):
         print(f"{TOOL_NAME} watch: --interval and --stall-timeout must be positive, --confirm >= 0",
@@ -203,8 +332,8 @@ def _watch(args: argparse.Namespace) -> int:
         return EXIT_NOT_CHECKED
     try:
         config = _config(args, args.target)
-    except ConfigError as e:
-        return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
+    except Refused as e:
+        return _emit(Outcome(reports=(), error=str(e)), args)
     options = WatchOptions(interval=args.interval, until_fail=args.until_fail,
                            stall_timeout=args.stall_timeout, json=args.json, confirm=args.confirm)
     outcome = Watch(args.target, config, options).run()
@@ -216,111 +345,65 @@ def _watch(args: argparse.Namespace) -> int:
     return exit_code(outcome)
 
 
+def _serve(args: argparse.Namespace) -> int:
+    return serve()
+
+
+# --- the table --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Subcommand:
+    parser: Callable[[SubParsers], argparse.ArgumentParser]  # adds the subcommand's parser
+    run: Callable[[argparse.Namespace], int]  # runs it; returns the exit code
+
+
+def _first_path(*names: str) -> Callable[[argparse.Namespace], Path]:
+    """Where the settings are looked for: the first of these arguments given (a list
+    argument by its first item), else the working folder."""
+    def anchor(args: argparse.Namespace) -> Path:
+        for name in names:
+            value = getattr(args, name)
+            if isinstance(value, list):
+                value = value[0] if value else None
+            if value is not None:
+                return Path(value)
+        return Path(".")
+    return anchor
+
+
+# In the order `--help` lists them.
+COMMANDS: dict[str, Subcommand] = {
+    "doctor": Subcommand(parser=_doctor_parser, run=_judging(_doctor, _first_path("paths"))),
+    "compare": Subcommand(parser=_compare_parser, run=_judging(_compare, _first_path("runs", "baseline"))),
+    "epoch": Subcommand(parser=_epoch_parser, run=_judging(_epoch, _first_path("log"))),
+    "env": Subcommand(parser=_env_parser, run=_judging(_env, _first_path("cwd", "entrypoint"))),
+    "preflight": Subcommand(parser=_preflight_parser, run=_judging(
+        _preflight, _first_path("datasets", "eval", "tokenizer"), check=_preflight_wants_input)),
+    "rules": Subcommand(parser=_rules_parser, run=_rules),
+    "watch": Subcommand(parser=_watch_parser, run=_watch),
+    "serve": Subcommand(parser=_serve_parser, run=_serve),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=TOOL_NAME,
+        description="A deterministic linter for ML training runs. Exit: 0 pass/warn, 1 fail, 2 not checked.",
+    )
+    parser.add_argument("--version", action="version", version=f"{TOOL_NAME} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS.values():
+        command.parser(sub)
+    return parser
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return EXIT_NOT_CHECKED
-    if args.command == "rules":
-        return _rules(args)
-    if args.command == "watch":
-        return _watch(args)
-    if args.command == "serve":
-        from .server import serve
-
-        return serve()
-    from .judge import engine
-
-    if args.command == "doctor":
-        paths = args.paths or [Path(".")]
-        try:
-            config = _config(args, paths[0])
-        except ConfigError as e:
-            return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
-        baseline = args.baseline or (Path(config.baseline) if config.baseline else None)
-        if baseline is not None:
-            from .judge import compare
-
-            if args.html:
-                outcome, found = compare.doctor_with_runs(paths, config, baseline)
-                return _emit(outcome, args, found)
-            return _emit(compare.doctor(paths, config, baseline), args)
-        reference = None
-        if args.reference is not None:
-            try:
-                reference = engine.read_reference(args.reference)
-            except ReadError as e:
-                return _emit(Outcome(reports=(), error=str(e)), args)
-        if args.html:
-            from .output.html import doctor_with_runs
-
-            outcome, found = doctor_with_runs(paths, config, reference=reference)
-            return _emit(outcome, args, found)
-        return _emit(engine.doctor(paths, config, reference=reference), args)
-    if args.command == "compare":
-        from .judge import compare
-
-        try:
-            config = _config(args, (args.runs or [args.baseline])[0])
-        except ConfigError as e:
-            return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
-        if args.runs:
-            baseline, runs = args.baseline, args.runs
-        elif config.baseline:  # `compare RUN` with the baseline from the config
-            baseline, runs = Path(config.baseline), [args.baseline]
-        else:
-            return _emit(Outcome(reports=(), error="compare needs a BASELINE and at least one RUN "
-                                                   "(or baseline = \"...\" under [tool.trainproof])"), args)
-        if args.html:
-            outcome, found = compare.compare_with_runs(baseline, runs, config)
-            return _emit(outcome, args, found)
-        return _emit(compare.compare(baseline, runs, config), args)
-    if args.command == "preflight":
-        from .judge import preflight as pre
-
-        if not args.datasets and args.tokenizer is None and args.eval is None:
-            return _emit(Outcome(reports=(), error="preflight needs a DATASET, --eval EVAL or --tokenizer DIR"), args)
-        try:
-            config = _config(args, (args.datasets or [args.eval or args.tokenizer])[0])
-        except ConfigError as e:
-            return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
-        if args.max_len is not None and args.max_len < 1:
-            return _emit(Outcome(reports=(), error="--max-len must be at least 1"), args)
-        return _emit(pre.preflight(args.datasets, config, eval_path=args.eval, tokenizer_dir=args.tokenizer,
-                                   max_len=args.max_len), args)
-    if args.command == "env":
-        return _env(args)
-    if args.command == "epoch":
-        try:
-            config = _config(args, args.log)
-        except ConfigError as e:
-            return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
-        return _emit(engine.epoch(args.log, config), args)
-    parser.error(f"unknown command {args.command}")
-    return EXIT_NOT_CHECKED
-
-
-def _env(args: argparse.Namespace) -> int:
-    from .judge import engine
-    from .readers.envcheck import EnvRequest
-    from .rules import BY_ID
-
-    try:
-        config = _config(args, args.cwd or args.entrypoint or Path("."))
-    except ConfigError as e:
-        return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
-    timeout = args.timeout if args.timeout is not None else \
-        config.limits_for(BY_ID["TP-ENV-IMPORT-TIMEOUT"]).timeout_s
-    if timeout <= 0 or args.keep < 1:
-        return _emit(Outcome(reports=(), error="--timeout must be > 0 and --keep >= 1"), args)
-    entrypoint, from_cwd = _entrypoint_as_typed(args.entrypoint, args.cwd)
-    request = EnvRequest(entrypoint=entrypoint, module=args.module, cwd=args.cwd, python=args.python,
-                         timeout_s=timeout, run_entrypoint=args.run_entrypoint, required_gb=args.required_gb,
-                         checkpoint_gb=args.checkpoint_gb, keep=args.keep, output_dir=args.output_dir)
-    shown = str(args.entrypoint) if args.entrypoint is not None else None
-    return _emit(engine.env(request, config, checkpoint=args.checkpoint, shown=shown, found_from_cwd=from_cwd),
-                 args)
+    return COMMANDS[args.command].run(args)
 
 
 def _entrypoint_as_typed(typed: Path | None, cwd: Path | None) -> tuple[Path | None, bool]:

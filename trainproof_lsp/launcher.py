@@ -32,9 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         forget_working_folder()
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["serve"] and set(args[1:]) <= _SERVE_FLAGS:
-        from .server import serve
+        from .server import serve  # start-up time: the server answers before the engine is loaded
 
         return serve()
-    from .cli import main as cli_main
+    from .cli import main as cli_main  # start-up time: `serve` above never loads the command line's imports
 
     return cli_main(args)

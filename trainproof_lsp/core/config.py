@@ -1,36 +1,34 @@
-"""Settings: `[tool.trainproof]` in pyproject.toml (or a file given with --config), then
-command-line flags on top.
+"""Settings as the judge uses them: which rules run, with which limits, and the run's
+facts the flags and settings add (vocabulary size, baseline, caps, column names).
 
-    [tool.trainproof]
-    select = ["TP-DIVERGE", "TP-NAN"]     # only these rules (default: all)
-    ignore = ["TP-GRAD-SPIKE"]            # never these
-    vocab_size = 151936                   # classes for TP-LOSS-ABOVE-UNIFORM / TP-AT-CHANCE
-    num_classes = 2                       # the same, said of a classifier's labels (one of the two)
-    baseline = "runs/known-good"          # compare runs with this one (relative to this file)
-    columns = {loss = "MyLoss", eval_loss = "Dev NLL"}   # log columns the alias table misses
-
-    [tool.trainproof.caps]                # size caps for huge or hostile files (caps.py)
-    max_log_mb = 1024
-
-    [tool.trainproof.limits.TP-DIVERGE]  # per-rule limits, by the names `rules ID` shows
-    max_ratio = 2.0
+Reading `[tool.trainproof]` from pyproject.toml or a --config file, and checking its rule
+IDs and limit names against the registry, is judge/settings.py's (a layer above: this
+module imports nothing but core). Command-line flags and editor settings go on top with
+the `with_*` functions below.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]  # tomli is installed on 3.10 only; mypy checks as 3.10 from any interpreter
+from .caps import DEFAULT_CAPS, Caps
+from .model import SERIES_NAMES
 
-from .caps import DEFAULT_CAPS, Caps, CapsError, caps_from_table
-from ..rules import BY_ID, Rule
+# What a `columns` setting may name: the canonical series, and the step column
+# (readers/metrics.MAPPABLE, which tests/test_architecture.py keeps equal to this).
+MAPPABLE = (*SERIES_NAMES, "step")
+
+
+class RuleSettings(Protocol):
+    """What the settings need of a rule (rules/base.Rule has both)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def limits(self) -> type: ...
 
 
 class ConfigError(Exception):
@@ -54,81 +52,20 @@ class Config:
     # tag a log names it by, for names the readers' alias table does not know.
     columns: Mapping[str, str] = field(default_factory=dict)
 
-    def enabled(self, rule: Rule[Any, Any]) -> bool:
+    def enabled(self, rule: RuleSettings) -> bool:
         if rule.id in self.ignore:
             return False
         return self.select is None or rule.id in self.select
 
-    def limits_for(self, rule: Rule[Any, Any]) -> Any:
+    def limits_for(self, rule: RuleSettings) -> Any:
         base = rule.limits()
         override = self.limits.get(rule.id)
         return dataclasses.replace(base, **override) if override else base
 
 
-def _rule_ids(value: Any, key: str, where: str) -> frozenset[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: {key} must be a list of rule IDs")
-    unknown = sorted(set(value) - set(BY_ID))
-    if unknown:
-        raise ConfigError(f"{where}: {key} names unknown rule(s) {', '.join(unknown)} "
-                          "(see `trainproof-lsp rules`)")
-    return frozenset(value)
-
-
-def from_table(table: Mapping[str, Any], where: str) -> Config:
-    known = {"select", "ignore", "limits", "vocab_size", "num_classes", "baseline", "caps", "columns"}
-    extra = sorted(set(table) - known)
-    if extra:
-        raise ConfigError(f"{where}: unknown setting(s) {', '.join(extra)}; known: {', '.join(sorted(known))}")
-    select = _rule_ids(table["select"], "select", where) if "select" in table else None
-    ignore = _rule_ids(table.get("ignore", []), "ignore", where)
-    limits: dict[str, dict[str, Any]] = {}
-    raw_limits = table.get("limits", {})
-    if not isinstance(raw_limits, dict):
-        raise ConfigError(f"{where}: limits must be a table of rule IDs")
-    for rule_id, values in raw_limits.items():
-        rule = BY_ID.get(rule_id)
-        if rule is None:
-            raise ConfigError(f"{where}: limits.{rule_id}: unknown rule")
-        if not isinstance(values, dict):
-            raise ConfigError(f"{where}: limits.{rule_id} must be a table")
-        fields = {f.name: f for f in dataclasses.fields(rule.limits)}
-        for name, value in values.items():
-            if name not in fields:
-                raise ConfigError(f"{where}: limits.{rule_id}.{name}: unknown limit; "
-                                  f"known: {', '.join(fields) or 'none'}")
-            default = getattr(rule.limits(), name)
-            if isinstance(default, bool) or not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise ConfigError(f"{where}: limits.{rule_id}.{name} must be a number")
-            if isinstance(default, int) and not isinstance(value, int):
-                raise ConfigError(f"{where}: limits.{rule_id}.{name} must be a whole number")
-        limits[rule_id] = dict(values)
-    if "vocab_size" in table and "num_classes" in table:
-        raise ConfigError(f"{where}: set vocab_size or num_classes, not both (they set the same bound)")
-    key = "num_classes" if "num_classes" in table else "vocab_size"
-    vocab = table.get(key)
-    if vocab is not None and (not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 2):
-        raise ConfigError(f"{where}: {key} must be a whole number >= 2")
-    baseline = table.get("baseline")
-    if baseline is not None:
-        if not isinstance(baseline, str) or not baseline.strip():
-            raise ConfigError(f"{where}: baseline must be the path of a known-good run's log or folder")
-        baseline = str(Path(where).parent / baseline)  # an absolute path stays as it is
-    try:
-        caps = caps_from_table(table.get("caps", {}), where)
-    except CapsError as e:
-        raise ConfigError(str(e)) from None
-    columns = parse_columns(table.get("columns", {}), f"{where}: columns")
-    return Config(select=select, ignore=ignore, limits=limits, vocab_size=vocab,
-                  vocab_source=f"{key} in {where}" if vocab else None, source=where,
-                  baseline=baseline, caps=caps, columns=columns)
-
-
 def parse_columns(value: Any, where: str) -> dict[str, str]:
     """The `columns` setting: a table {series = "column name"} (TOML), or "series=name"
     strings (`--column`, the editor setting). Series are the canonical names."""
-    from ..readers.metrics import MAPPABLE
-
     pairs: list[tuple[Any, Any]] = []
     if isinstance(value, dict):
         pairs = list(value.items())
@@ -155,34 +92,6 @@ def with_columns(config: Config, columns: "list[str] | tuple[str, ...] | None", 
     if not columns:
         return config
     return dataclasses.replace(config, columns={**config.columns, **parse_columns(list(columns), where)})
-
-
-def load_file(path: Path) -> Config:
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: invalid TOML ({e})") from None
-    table = doc.get("tool", {}).get("trainproof") if path.name == "pyproject.toml" else \
-        doc.get("tool", {}).get("trainproof", doc)
-    return from_table(table or {}, str(path))
-
-
-def discover(start: Path) -> Config:
-    """The nearest pyproject.toml with a [tool.trainproof] table, from `start` upwards."""
-    folder = start if start.is_dir() else start.parent
-    for candidate in [folder, *folder.parents]:
-        pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file():
-            try:
-                doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-                continue
-            table = doc.get("tool", {}).get("trainproof")
-            if table is not None:
-                return from_table(table, str(pyproject))
-    return Config()
 
 
 def with_vocab(config: Config, vocab_size: int | None, *, source: str = "--vocab-size") -> Config:

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from ..core.config import Config, ConfigError, discover, load_file
+from ..core.config import Config, ConfigError
+from ..judge.settings import discover, load_file
 from ..judge.engine import not_checked
 from ..core.model import Level, Report, RunMeta, Verdict
 from ..readers.common import to_float
@@ -113,7 +114,7 @@ class Guardian:
         self.live: LiveRun | None = None
         self.judge: IncrementalJudge | None = None
         self.path = ""
-        self._key: tuple | None = None
+        self._key: tuple[Any, ...] | None = None
         self._fail_since: tuple[int, int | None] | None = None  # (records, step) at the FAIL
         self._broken = False
         self._writer = True

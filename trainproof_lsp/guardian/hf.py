@@ -91,7 +91,7 @@ class _HFMethods:
 
 
 def _trainer_callback() -> type:
-    try:
+    try:  # optional dependency: transformers is the user's, imported only when the callback is built
         from transformers import TrainerCallback
     except ImportError as e:
         raise ImportError("trainproof_lsp.guardian.hf.TrainproofCallback needs transformers "

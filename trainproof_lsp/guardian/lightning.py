@@ -106,10 +106,10 @@ class _LightningMethods:
 
 
 def _lightning_callback() -> type:
-    try:
+    try:  # optional dependency: lightning is the user's, imported only when the callback is built
         from lightning.pytorch import Callback
     except ImportError:
-        try:
+        try:  # optional dependency, under its older package name
             from pytorch_lightning import Callback  # type: ignore[assignment]
         except ImportError as e:
             raise ImportError("trainproof_lsp.guardian.lightning.TrainproofCallback needs lightning "

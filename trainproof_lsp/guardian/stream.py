@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.model import Finding, Report
+from ..output.render import finding_json
 
 STREAM_NAME = "trainproof-verdict.jsonl"
 # Adding keys is allowed within a version; renaming or removing one bumps it.
@@ -39,8 +40,6 @@ STREAM_SCHEMA_VERSION = 1
 
 
 def _findings(findings: Iterable[Finding]) -> list[dict[str, Any]]:
-    from ..output.render import finding_json
-
     return [finding_json(f) for f in findings]
 
 

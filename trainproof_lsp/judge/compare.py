@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Iterable
 
 from . import engine
+from .base import finding_order, run_rules, verdict_of
 from ..core.config import Config
 from ..core.model import Artefact, Check, Finding, Level, Location, Number, Outcome, Report, Run, Verdict
-from ..rules import NOT_CHECKED, REGISTRY, Rule, rules_of
+from ..readers.checkpoint import CheckpointFacts
+from ..rules import NOT_CHECKED, Rule, rules_of
 from ..rules.base import Context
 from ..rules.compare import CMP_ERROR_RULE, COMPARISON, UNCOMPARABLE_RULE, Pair, Uncomparable, align
 
@@ -90,8 +92,8 @@ def _not_compared(run_artefact: Artefact, baseline: Baseline, finding: Finding, 
     """A comparison that could not be made: NOT-CHECKED with its reason, unless the run
     fails on its own — a FAIL the comparison cannot hide."""
     skipped = tuple(Check(group=r.id, ran=False, reason=reason) for r in comparison_rules())
-    findings = sorted((finding, *own_fails), key=engine.finding_order)
-    return Report(artefact=run_artefact, verdict=engine.verdict_of(findings), findings=tuple(findings),
+    findings = sorted((finding, *own_fails), key=finding_order)
+    return Report(artefact=run_artefact, verdict=verdict_of(findings), findings=tuple(findings),
                   checks=skipped, reason=reason, baseline=baseline.artefact)
 
 
@@ -123,21 +125,21 @@ def compare_run(run: Run, baseline: Baseline, config: Config, own: Report | None
         where = side.location(loss.records[-1] if loss is not None else None)
         return _not_compared(artefact, baseline,
                              _finding(UNCOMPARABLE_RULE.id, UNCOMPARABLE_RULE.level, reason, where), reason, kept)
-    findings, checks = engine.run_rules(comparison_rules(), pair, Context(), config)
+    findings, checks = run_rules(comparison_rules(), pair, Context(), config)
     findings.extend(kept)
-    findings.sort(key=engine.finding_order)
+    findings.sort(key=finding_order)
     summary: dict[str, Number] = dict(pair.summary())
     summary["baseline_verdict"] = baseline.report.verdict.value if baseline.report else None
     summary["run_verdict"] = own.verdict.value if own is not None else None
     if len(parts) > 1:
         loss = latest.get("loss") or latest.get("eval_loss")
         span = latest.record_spans.span(loss.records[0]) if loss is not None else None
-        where = f" (from line {span.start_line + 1})" if span is not None else ""
+        from_line = f" (from line {span.start_line + 1})" if span is not None else ""
         summary["compared_segment"] = len(parts)
         summary["common_note"] = "; ".join(x for x in (
-            f"this log holds {len(parts)} appended runs: the latest, run {len(parts)}{where}, is compared",
+            f"this log holds {len(parts)} appended runs: the latest, run {len(parts)}{from_line}, is compared",
             summary.get("common_note")) if isinstance(x, str))
-    return Report(artefact=artefact, verdict=engine.verdict_of(findings), findings=tuple(findings),
+    return Report(artefact=artefact, verdict=verdict_of(findings), findings=tuple(findings),
                             checks=tuple(checks), baseline=baseline.artefact, comparison=summary)
 
 
@@ -199,12 +201,19 @@ def doctor(paths: Iterable[Path], config: Config, baseline_path: Path) -> Outcom
     return _doctor(paths, config, baseline_path, None)
 
 
-def doctor_with_runs(paths: Iterable[Path], config: Config,
-                     baseline_path: Path) -> tuple[Outcome, dict[str, Run]]:
-    """`doctor` with a baseline, and the runs it judged (the baseline's too) by path: what
-    `doctor --baseline B --html` draws."""
+def doctor_with_runs(paths: Iterable[Path], config: Config, baseline_path: Path | None = None, *,
+                     reference: CheckpointFacts | None = None) -> tuple[Outcome, dict[str, Run]]:
+    """What `doctor` judges (compared with the baseline when one is given, as `doctor
+    --baseline B`), and each metric run it judged by path, the baseline's too: the curves
+    `--html` draws. `reference` is doctor's --reference checkpoint (without a baseline)."""
     runs: dict[str, Run] = {}
-    return _doctor(paths, config, baseline_path, runs), runs
+    if baseline_path is not None:
+        return _doctor(paths, config, baseline_path, runs), runs
+
+    def keep(run: Run, report: Report) -> None:
+        runs.setdefault(run.path, run)
+
+    return engine.doctor(paths, config, also=keep, reference=reference), runs
 
 
 def _doctor(paths: Iterable[Path], config: Config, baseline_path: Path, runs: dict[str, Run] | None) -> Outcome:

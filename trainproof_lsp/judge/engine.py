@@ -8,35 +8,38 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
+from typing import Callable, Iterable, Mapping, TypeVar
 
 from ..core.caps import not_regular
 from ..core.config import Config
 from ..core.formats import checkpoint_step, is_candidate, is_skipped_folder, run_root
-from .coverage import too_short
-from ..readers.detect import HEAD_BYTES, RESIDENTS, Detected, detect
-from ..core.model import LEVEL_RANK
 from ..core.model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
-                    Related, Report, Run, Segment, Series, Span, Verdict)
-from ..readers.checkpoint import CheckpointFacts
-from ..readers.tokenizer import TOKENIZER_FILES
-
-if TYPE_CHECKING:
-    from ..readers.envcheck import EnvRequest
+                          Related, Report, Run, Segment, Series, Span, Verdict)
+from ..readers.checkpoint import CheckpointError, CheckpointFacts, Problem, read_checkpoint
 from ..readers.coqui import read_coqui_log
+from ..readers.detect import HEAD_BYTES, RESIDENTS, Detected, detect
+from ..readers.envcheck import EnvRequest, collect
 from ..readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
 from ..readers.mlflow import is_mlflow_run, read_mlflow_run
+from ..readers.script import read_script
 from ..readers.tensorboard import read_event_files, run_folder
-from ..readers.trainer_state import read_trainer_state
-from ..rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Family, Rule, Skip, metric_rules, rules_of
+from ..readers.tfevents import EventFileScan
+from ..readers.tokenizer import TOKENIZER_FILES
+from ..readers.trainer_state import check_caps, read_trainer_state
+from ..rules import BY_ID, NOT_CHECKED, SKIPPED_RECORDS, Context, Family, Rule, metric_rules, rules_of
 from ..rules.checkpoint import CHECKPOINT
-from ..rules.env import ENV
+from ..rules.entrypoint import FROM_CWD_RULE
+from ..rules.env import ENV, IMPORT_FAIL_RULE
 from ..rules.script import SCRIPT
 from ..rules.eventfile import CORRUPT_RULE, TRUNCATED_RULE
 from ..rules.nonfinite import NAN_RULE
 from ..rules.steps import APPENDED_RULE as APPENDED_RUNS, seams
-from ..readers.tfevents import EventFileScan
+# The judges' shared pieces, here too under their old names (engine.not_checked, ...).
+from .base import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
+from .coverage import too_short
+from .preflight import judge_dataset, judge_tokenizer
 
 # Formats whose records are the file's rows in order, so a step going back is a row
 # written later (event files are merged and sorted by step; MLflow numbers each metric
@@ -51,58 +54,12 @@ _READERS: dict[str, Callable[..., Run]] = {
     "coqui-log": read_coqui_log,
 }
 
-def verdict_of(findings: Iterable[Finding]) -> Verdict:
-    """The most severe level among the findings, as a verdict (INFO: PASS)."""
-    level = min((f.level for f in findings), key=LEVEL_RANK.__getitem__, default=Level.INFO)
-    return Verdict.PASS if level is Level.INFO else Verdict(level.value)
-
-
-def finding_order(f: Finding) -> tuple:
-    """The one order of findings in reports: level, path, line, column, id, message."""
-    span = f.location.span
-    return (LEVEL_RANK[f.level], f.location.path, span.start_line if span else -1,
-            span.start_char if span else -1, f.id, f.message)
-
-
 def _context(run: Run, config: Config) -> Context:
     if config.vocab_size:
         return Context(num_classes=config.vocab_size, num_classes_source=config.vocab_source)
     if run.meta.vocab_size:
         return Context(num_classes=run.meta.vocab_size, num_classes_source=run.meta.vocab_source)
     return Context()
-
-
-S = TypeVar("S")
-C = TypeVar("C")
-
-
-def run_rules(rules: Iterable[Rule[S, C]], subject: S, ctx: C, config: Config, *,
-              precheck: Callable[[Rule[S, C]], str | None] | None = None) -> tuple[list[Finding], list[Check]]:
-    """Every enabled rule over one subject (a Run, a DatasetScan, checkpoint facts, a
-    run/baseline pair): hits become findings, Skip becomes a skipped check with its
-    reason. `precheck` may name a reason to skip a rule before calling it."""
-    findings: list[Finding] = []
-    checks: list[Check] = []
-    for rule in rules:
-        if not config.enabled(rule):
-            checks.append(Check(group=rule.id, ran=False, reason="disabled by configuration"))
-            continue
-        reason = precheck(rule) if precheck is not None else None
-        if reason:
-            checks.append(Check(group=rule.id, ran=False, reason=reason))
-            continue
-        limits = config.limits_for(rule)
-        assert rule.check is not None
-        try:
-            hits = list(rule.check(subject, limits, ctx))
-        except Skip as s:
-            checks.append(Check(group=rule.id, ran=False, reason=str(s)))
-            continue
-        checks.append(Check(group=rule.id, ran=True))
-        used = rule.limits_dict(limits)
-        findings.extend(Finding(id=rule.id, level=rule.level, message=h.message, evidence=dict(h.evidence),
-                                location=h.location, related=h.related, limits=used) for h in hits)
-    return findings, checks
 
 
 def judge_run(run: Run, config: Config, *, kind: str = "metrics",
@@ -294,29 +251,15 @@ def _skipped_records(run: Run) -> Finding:
     )
 
 
-def not_checked_finding(path: str, reason: str, span: Span | None = None) -> Finding:
-    """TP-NOT-CHECKED: something about `path` could not be judged, and why."""
-    return Finding(id=NOT_CHECKED.id, level=Level.NOT_CHECKED, message=reason, evidence={},
-                   location=Location(path=path, span=span))
-
-
-def not_checked(path: str, kind: str, fmt: str, reason: str, error: ReadError | None = None) -> Report:
-    finding = not_checked_finding(path, reason, error.span if error is not None else None)
-    return Report(artefact=Artefact(path=path, kind=kind, format=fmt, sources=(path,)),
-                  verdict=Verdict.NOT_CHECKED, findings=(finding,), checks=(), reason=reason)
-
-
 def _head(path: Path) -> bytes:
     with path.open("rb") as fh:
         return fh.read(HEAD_BYTES)
 
 
 def read_run(path: Path, detected: Detected, data: bytes | None = None, config: Config | None = None, *,
-             columns: "Mapping[str, str] | None" = None) -> Run:
+             columns: Mapping[str, str] | None = None) -> Run:
     """A text log read into a Run, within the config's caps; `columns` (default: the
     config's) names the series the alias table misses."""
-    from ..readers.trainer_state import check_caps
-
     reader = _READERS[detected.format]
     config = config or Config()
     caps = config.caps
@@ -328,12 +271,12 @@ def read_run(path: Path, detected: Detected, data: bytes | None = None, config: 
     if b"\x00" in data[:HEAD_BYTES]:
         raise ReadError(f"{path}: binary data (NUL bytes), not a text log")
     if columns and detected.format != "coqui-log":  # the `columns` setting: names the alias table misses
-        return reader(path, data, columns=columns)  # type: ignore[call-arg]
+        return reader(path, data, columns=columns)
     return reader(path, data)
 
 
 def judge_file(path: Path, config: Config, *, data: bytes | None = None,
-               reference: "CheckpointFacts | None" = None) -> Report:
+               reference: CheckpointFacts | None = None) -> Report:
     """One file (or editor buffer `data`) judged as whatever it is."""
     name = str(path)
     irregular = not_regular(path) if data is None else None
@@ -350,8 +293,6 @@ def judge_file(path: Path, config: Config, *, data: bytes | None = None,
     if detected.kind == "script":
         return judge_script(path, config, data=data)
     if detected.kind == "dataset":
-        from .preflight import judge_dataset  # preflight imports engine: import at call time
-
         return judge_dataset(path, config, data=data)
     if detected.kind != "metrics":
         reason = f"{name}: {detected.reason or 'not a training log this version can read'}"
@@ -432,7 +373,7 @@ def _is_prefix(shorter: Run, longer: Run) -> bool:
 
 def doctor(paths: Iterable[Path], config: Config, *,
            also: Callable[[Run, Report], Report | None] | None = None,
-           reference: "CheckpointFacts | None" = None) -> Outcome:
+           reference: CheckpointFacts | None = None) -> Outcome:
     """Judge whatever is at `paths`. `also`, when given, is called with every run judged
     and its report; a report it returns follows the run's own (doctor --baseline: the
     comparison)."""
@@ -521,8 +462,6 @@ def _same_tokenizer_settings(a: Path, b: Path) -> bool:
 def judge_tokenizer_folders(folders: Iterable[Path], config: Config, passed_over: list[NotJudged]) -> list[Report]:
     """One report per tokenizer folder. A checkpoint-N/ copy with the same settings as its
     run folder's tokenizer is listed as passed over (judged there), not judged again."""
-    from .preflight import judge_tokenizer  # preflight imports engine: import at call time
-
     chosen = list(dict.fromkeys(folders))
     reports = []
     for folder in chosen:
@@ -659,6 +598,9 @@ def epoch(path: Path, config: Config) -> Outcome:
 
 # --- checkpoints, scripts, environment: facts judged by their rule families ------------------
 
+S = TypeVar("S")
+
+
 def judge_facts(facts: S, *, family: Family[S, Context], path: str, fmt: str, config: Config,
                 sources: tuple[str, ...] = (), extra: Iterable[Finding] = ()) -> Report:
     """Every enabled rule of one family over its reader record (CheckpointFacts,
@@ -677,10 +619,8 @@ def judge_facts(facts: S, *, family: Family[S, Context], path: str, fmt: str, co
                   verdict=verdict, findings=tuple(findings), checks=tuple(checks), reason=reason)
 
 
-def read_reference(path: Path) -> "CheckpointFacts":
+def read_reference(path: Path) -> CheckpointFacts:
     """The --reference checkpoint (names and shapes only); ReadError with one line if unusable."""
-    from ..readers.checkpoint import CheckpointError, read_checkpoint
-
     if not path.exists():
         raise ReadError(f"--reference {path}: no such file")
     try:
@@ -693,12 +633,8 @@ def read_reference(path: Path) -> "CheckpointFacts":
     return facts
 
 
-def judge_checkpoint(path: Path, config: Config, *, reference: "CheckpointFacts | None" = None) -> Report:
+def judge_checkpoint(path: Path, config: Config, *, reference: CheckpointFacts | None = None) -> Report:
     """A checkpoint read without executing it (readers/checkpoint.py)."""
-    from dataclasses import replace
-
-    from ..readers.checkpoint import CheckpointError, read_checkpoint
-
     name = str(path)
     try:
         facts = read_checkpoint(path, caps=config.caps)
@@ -722,11 +658,6 @@ IMPORTS_BY_ENV = ("imports are checked by `trainproof-lsp env --entrypoint FILE`
 
 def judge_script(path: Path, config: Config, *, data: bytes | None = None) -> Report:
     """A training script's config, read with ast (readers/script.py); never imported."""
-    from dataclasses import replace
-
-    from ..readers.script import read_script
-    from ..rules.env import IMPORT_FAIL_RULE
-
     name = str(path)
     try:
         facts = read_script(path, data)
@@ -739,8 +670,6 @@ def judge_script(path: Path, config: Config, *, data: bytes | None = None) -> Re
 
 def _relabel(f: Finding, old: str, new: str) -> Finding:
     """The finding with `old` paths shown as `new` (the entrypoint as the user typed it)."""
-    from dataclasses import replace
-
     def loc(x: Location) -> Location:
         return replace(x, path=new) if x.path == old else x
 
@@ -748,19 +677,13 @@ def _relabel(f: Finding, old: str, new: str) -> Finding:
                    related=tuple(replace(r, location=loc(r.location)) for r in f.related))
 
 
-def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None,
+def env(request: EnvRequest, config: Config, *, checkpoint: Path | None = None,
         shown: str | None = None, found_from_cwd: bool = False) -> Outcome:
     """`trainproof-lsp env`: one report for the script — the import check (envcheck.py,
     in a child process) and the static foot-guns `doctor` finds in it (rules/script.py)
     — with the machine's memory and disk; and the resume checkpoint's report if given.
     `shown` is the entrypoint as the user typed it (request.entrypoint is where it was
     found); `found_from_cwd` says it was found relative to --cwd only."""
-    from dataclasses import replace
-
-    from ..readers.envcheck import collect
-    from ..readers.checkpoint import CheckpointFacts as Facts, Problem
-    from ..rules.entrypoint import FROM_CWD_RULE
-
     facts = collect(request)
     # An import the probe refused because it would run the entrypoint's top level: not
     # checked (without --run-entrypoint), never a failure.
@@ -793,7 +716,7 @@ def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None
         if checkpoint.exists():
             reports.append(judge_checkpoint(checkpoint, config))
         else:
-            missing = Facts(path=str(checkpoint), format="missing", size=0, problems=(Problem(
+            missing = CheckpointFacts(path=str(checkpoint), format="missing", size=0, problems=(Problem(
                 kind="missing", message=f"the checkpoint to resume from does not exist: {checkpoint}"),),
                 scan_note="no such file")
             reports.append(judge_facts(missing, family=CHECKPOINT, path=str(checkpoint), fmt="missing",
@@ -801,5 +724,5 @@ def env(request: "EnvRequest", config: Config, *, checkpoint: Path | None = None
     return Outcome(reports=tuple(reports))
 
 
-__all__ = ["judge_run", "judge_file", "doctor", "epoch", "verdict_of", "BY_ID", "judge_facts",
-           "judge_checkpoint", "judge_script", "read_reference", "env"]
+__all__ = ["judge_run", "judge_file", "doctor", "epoch", "verdict_of", "finding_order", "run_rules", "not_checked",
+           "not_checked_finding", "BY_ID", "judge_facts", "judge_checkpoint", "judge_script", "read_reference", "env"]

@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..core.config import Config
-from .engine import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
 from ..core.model import Artefact, Check, Finding, Outcome, ReadError, Report, Span
 from ..readers.dataset import DatasetScan, scan_dataset
+from ..readers import chat_template as ct
 from ..readers.tokenizer import read_tokenizer_dir
 from ..rules.dataset import DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext
-from ..rules.tokenizer import QUIET_SKIPS, TEMPLATE_NO_EOS, TOKENIZER_RULES, TokenizerContext
+from ..rules.tokenizer import QUIET_SKIPS, TEMPLATE_NO_EOS, TOKENIZER_RULES, TokenizerContext, special_tokens
 from ..readers.dataset import NOT_ALTERNATING as NOT_ALTERNATING_KIND
+from .base import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
 from ..rules.tokens import TEMPLATE_ERROR, TOKEN_RULES, TokenContext
 from ..readers.tokens import TemplateRendered, TokenizerUnavailable, TokenLengths, count_tokens, load_tokenizer, render_rows
 
@@ -91,13 +92,10 @@ class TemplateRows:
 
     def __init__(self, tokenizer_dir: Path | str | None, config: Config) -> None:
         self.tokenizer_dir, self.config = tokenizer_dir, config
-        self._template: tuple[str, dict] | str | None = None
+        self._template: tuple[str, dict[str, Any]] | str | None = None
 
-    def _load(self) -> tuple[str, dict] | str:
+    def _load(self) -> tuple[str, dict[str, Any]] | str:
         if self._template is None:
-            from ..readers import chat_template as ct
-            from ..rules.tokenizer import special_tokens
-
             try:
                 tok = read_tokenizer_dir(self.tokenizer_dir or "")
             except (ReadError, OSError) as e:

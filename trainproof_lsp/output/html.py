@@ -1,31 +1,29 @@
 """Run reports as one self-contained HTML page: each run's curves drawn as inline SVG,
 with its findings marked at the steps they cite (`doctor --html PATH`, `compare --html
-PATH`, and the language server's "Show run" through `render_run_report_html`).
+PATH`, the language server's "Show run", and `trainproof_lsp.api.render_run_report_html`).
 
 The page makes no request of any kind: no scripts, fonts, images, links or URLs, and a
 Content-Security-Policy that forbids them, so it opens the same from a CI artefact, a mail
 attachment or a VS Code webview. Rendering (`to_html`) is a pure function of an Outcome
 and the runs its reports judged, and byte-identical for the same input: numbers in fixed
-formats, ids from positions, no timestamps. Reading is separate (`doctor_with_runs`,
-`render_run_report_html`). docs/html-report.md describes the page and the API.
+formats, ids from positions, no timestamps. This module never reads or judges: the
+caller judges (judge/compare.doctor_with_runs, compare_with_runs) and hands it the
+outcome with the runs. docs/html-report.md describes the page and the API.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from html import escape
-from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from .. import TOOL_NAME, __version__
 from ..core.model import (EVAL_LOSS, GRAD_NORM, LOSS, LR, Finding, Level, Location, Outcome, Report, Run, Series,
                     Verdict)
-
-if TYPE_CHECKING:
-    from ..core.config import Config
-    from ..readers.checkpoint import CheckpointFacts
+from ..rules import BY_ID
+from ..rules.compare import schedule_length
+from .render import _where as where, ranking_table
 
 # The curves a page draws, in this order, with the name a reader knows them by.
 CHARTED = (LOSS, EVAL_LOSS, LR, GRAD_NORM)
@@ -56,52 +54,6 @@ CHAR_WIDTH = 6.0  # 10px monospace; places marker labels in non-overlapping rows
 
 # Overlaid runs in a comparison overview: fixed order, none of them a level colour.
 PALETTE = ("#1f77b4", "#2ca02c", "#ff7f0e", "#17becf", "#8c564b", "#bcbd22", "#e377c2", "#7f7f7f")
-
-
-# --- reading: outcomes with the runs behind them ----------------------------------------
-
-def doctor_with_runs(paths: Iterable[Path], config: "Config", *, baseline: Path | None = None,
-                     reference: "CheckpointFacts | None" = None) -> tuple[Outcome, dict[str, Run]]:
-    """What `doctor` judges (compared with `baseline` when given, as `doctor --baseline`),
-    and each metric run it judged by path: the curves of the page."""
-    from ..judge import engine
-
-    if baseline is not None:
-        from ..judge import compare
-
-        return compare.doctor_with_runs(paths, config, baseline)
-    runs: dict[str, Run] = {}
-
-    def keep(run: Run, report: Report) -> None:
-        runs.setdefault(run.path, run)
-
-    return engine.doctor(paths, config, also=keep, reference=reference), runs
-
-
-def render_run_report_html(target: Sequence[str | os.PathLike[str]] | Outcome, config: "Config | None" = None, *,
-                           baseline: str | os.PathLike[str] | None = None,
-                           runs: Mapping[str, Run] | None = None) -> str:
-    """The run report page, for the language server's "Show run" and other callers.
-
-    `target` is either paths (logs or run folders, judged the way `doctor` judges them;
-    with `baseline`, or the config's `baseline`, each run is also compared with it) or an
-    Outcome already judged, with `runs` (run path -> Run) for its curves: a report whose
-    run is not given is shown without curves. `config` defaults to the settings `doctor`
-    finds from the first path. Bad input never raises: it shows as NOT-CHECKED.
-    """
-    if isinstance(target, Outcome):
-        return to_html(target, runs or {})
-    from ..core.config import ConfigError, discover
-
-    paths = [Path(p) for p in target] or [Path(".")]
-    try:
-        if config is None:
-            config = discover(paths[0].resolve())
-    except ConfigError as e:
-        return to_html(Outcome(reports=(), error=f"configuration: {e}"))
-    base = Path(baseline) if baseline is not None else (Path(config.baseline) if config.baseline else None)
-    outcome, found = doctor_with_runs(paths, config, baseline=base)
-    return to_html(outcome, found)
 
 
 # --- numbers --------------------------------------------------------------------------
@@ -278,8 +230,6 @@ class _StepIndex:
 
 def _chart_series(f: Finding) -> str | None:
     """The curve a finding is marked on: the series its rule reads."""
-    from ..rules import BY_ID
-
     rule = BY_ID.get(f.id)
     if rule is None:
         return None
@@ -607,9 +557,7 @@ def _badge(v: str) -> str:
 
 
 def _where(loc: Location) -> str:
-    from .render import _where as where  # the text output's file:line:col (1-based)
-
-    return where(loc)
+    return where(loc)  # the text output's file:line:col (1-based)
 
 
 def _page_title(o: Outcome) -> str:
@@ -658,7 +606,7 @@ def to_html(outcome: Outcome, runs: Mapping[str, Run] | None = None) -> str:
             + "\n".join(body) + "\n</body>\n</html>\n")
 
 
-def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index) -> str:
+def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index: Callable[[Run], _StepIndex]) -> str:
     baseline_art = r.baseline  # set on a comparison report
     comparison: Mapping[str, object] = r.comparison or {}
     run = runs.get(r.artefact.path)
@@ -740,13 +688,11 @@ def _baseline_scale(run: Run, base: Run, comparison: Mapping[str, object]) -> fl
     run's schedule length over the baseline's (as the comparison aligned them)."""
     if comparison.get("axis") != "fraction":
         return 1.0
-    from ..rules.compare import schedule_length
-
     return schedule_length(run) / schedule_length(base)
 
 
 def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparison: Mapping[str, object],
-            index) -> str:
+            index: Callable[[Run], _StepIndex]) -> str:
     if run is None:
         why = "no curves: not a metric run" if r.artefact.kind not in ("metrics", "comparison") else \
             "no curves: the run could not be read"
@@ -755,8 +701,6 @@ def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparis
     band = None
     lo, hi = comparison.get("common_from"), comparison.get("common_to")
     if base_run is not None and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
-        from ..rules.compare import schedule_length
-
         k = schedule_length(run) if comparison.get("axis") == "fraction" else 1.0
         band = (float(lo) * k, float(hi) * k)
     by_series: dict[str, list[_Mark]] = {}
@@ -797,8 +741,6 @@ def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparis
 def _overviews(reports: Sequence[Report], runs: Mapping[str, Run]) -> list[str]:
     """For a baseline with several runs compared against it: their losses overlaid on its
     own, and the ranking table of the text output."""
-    from .render import ranking_table
-
     groups: dict[str, list[Report]] = {}
     for r in reports:
         b = r.baseline
@@ -837,5 +779,4 @@ def _overviews(reports: Sequence[Report], runs: Mapping[str, Run]) -> list[str]:
     return out
 
 
-__all__ = ["CHARTED", "LOG_SCALE_SPAN", "PAIR_SERIES", "chart_svg", "doctor_with_runs", "finding_marks",
-           "render_run_report_html", "to_html"]
+__all__ = ["CHARTED", "LOG_SCALE_SPAN", "PAIR_SERIES", "chart_svg", "finding_marks", "to_html"]

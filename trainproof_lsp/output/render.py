@@ -164,7 +164,7 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
                 g.last_line is not None else ""
             out.append(f"   run {g.index} of {len(r.segments)}: {lines}steps {g.first_step}-{g.last_step}, "
                        f"{g.points} points: {g.verdict.value}"
-                       + (f" ({', '.join(shown)})" if (shown := sorted(
+                       + (f" ({', '.join(named)})" if (named := sorted(
                            {i for i in g.findings if i in _LEVEL_OF and _LEVEL_OF[i] in (Level.FAIL, Level.WARN)}))
                           else ""))
         if not verbose:
@@ -175,11 +175,11 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
             by_reason.setdefault(c.reason, []).append(c.group)
         for reason, groups in by_reason.items():
             out.append(f"   skipped {', '.join(groups)}: {reason}")
-    for n in o.not_judged:
-        out.append(f"{n.path}: not judged: {n.reason}")
+    for skipped_file in o.not_judged:
+        out.append(f"{skipped_file.path}: not judged: {skipped_file.reason}")
     if verbose:
-        for n in o.passed_over:
-            out.append(f"{n.path}: passed over: {n.reason}")
+        for passed in o.passed_over:
+            out.append(f"{passed.path}: passed over: {passed.reason}")
     if o.error:
         out.append(f"error: {o.error}")
     counts = {v: sum(1 for r in o.reports if r.verdict is v) for v in Verdict}
@@ -201,6 +201,11 @@ def _ratio(v: Any) -> str:
     return f"{v:.2f}x" if isinstance(v, (int, float)) and math.isfinite(v) else "-"
 
 
+def _negated(v: Any) -> Any:
+    """A loss change as an improvement (a fall is positive); anything else as it is."""
+    return -v if isinstance(v, (int, float)) else v
+
+
 def _pct(v: Any) -> str:
     return f"{v:+.1%}" if isinstance(v, (int, float)) and math.isfinite(v) else "-"
 
@@ -216,7 +221,7 @@ def ranking_table(reports: Iterable[Report]) -> list[str]:
             by_baseline.setdefault(baseline.path, []).append(r)
     out: list[str] = []
     for base, group in by_baseline.items():
-        def key(r: Report) -> tuple:
+        def key(r: Report) -> tuple[int, float, str]:
             end = r.comparison.get("end_ratio")
             return (_RANK_ORDER[r.verdict], end if isinstance(end, (int, float)) else math.inf, r.artefact.path)
 
@@ -225,7 +230,7 @@ def ranking_table(reports: Iterable[Report]) -> list[str]:
         own = f" (judged alone: {verdicts.pop()})" if len(verdicts) == 1 else ""
         out.append("")
         axes = {r.comparison.get("axis") for r in group} - {None}
-        at = {"step": "steps", "fraction": "fractions of the schedule"}.get(axes.pop() if axes else "step", "") \
+        at = {"step": "steps", "fraction": "fractions of the schedule"}.get(str(axes.pop()) if axes else "step", "") \
             if len(axes) <= 1 else ""
         out.append(f"ranking against baseline {base}{own}; ratios are run/baseline at the same "
                    f"{at or 'steps (or fractions of the schedule: comparison.axis in --json)'}:")
@@ -244,8 +249,8 @@ def ranking_table(reports: Iterable[Report]) -> list[str]:
             base_change = c.get("baseline_improvement")
             out.append(
                 f"  {rank:>2}  {r.verdict.value:<11} {_ratio(c.get('end_ratio')):>6} "
-                f"{_ratio(c.get('floor_ratio')):>6} {_pct(-change if change is not None else None):>11} "
-                f"{_pct(-base_change if base_change is not None else None):>10} "
+                f"{_ratio(c.get('floor_ratio')):>6} {_pct(_negated(change)):>11} "
+                f"{_pct(_negated(base_change)):>10} "
                 f"{_ratio(c.get('eval_best_ratio')):>9} {_ratio(c.get('eval_end_ratio')):>8}  "
                 f"{r.artefact.path}" + (f"  {' '.join(ids)}" if ids else ""))
             if c.get("common_note"):  # ratios above are over the common span only: say so
@@ -349,3 +354,27 @@ def rules_markdown(rules: Iterable[Rule[Any, Any]] = REGISTRY) -> str:
     ]
     head += [f"| [{r.id}](#{r.id.lower()}) | {r.level.value} | {r.summary} |" for r in rules]
     return "\n".join(head) + "\n\n" + "\n\n".join(rule_markdown(r) for r in rules) + "\n"
+
+
+# CONTRACTS.md §2's list of rule IDs, between these markers. `make docs` writes it there
+# (splice_contracts); tests/test_registry.py fails when the file and the registry drift.
+CONTRACTS_NOTE = ("<!-- generated from the rule registry by `python -m trainproof_lsp rules --contracts` "
+                  "(`make docs` writes it here); do not edit by hand -->")
+CONTRACTS_START, CONTRACTS_END = "<!-- rule-ids:start -->", "<!-- rule-ids:end -->"
+
+
+def contracts_rule_list(rules: Iterable[Rule] = REGISTRY) -> str:
+    """Every rule ID with its one level, in registry order, between the markers."""
+    lines = [CONTRACTS_NOTE, CONTRACTS_START, *(f"- `{r.id}` {r.level.value}" for r in rules), CONTRACTS_END]
+    return "\n".join(lines) + "\n"
+
+
+def splice_contracts(text: str, rules: Iterable[Rule] = REGISTRY) -> str:
+    """CONTRACTS.md's text with its generated rule list replaced by the registry's."""
+    start = text.index(CONTRACTS_START)
+    if text[:start].endswith(CONTRACTS_NOTE + "\n"):
+        start -= len(CONTRACTS_NOTE) + 1
+    end = text.index(CONTRACTS_END, start) + len(CONTRACTS_END)
+    if text[end:end + 1] == "\n":
+        end += 1
+    return text[:start] + contracts_rule_list(rules) + text[end:]

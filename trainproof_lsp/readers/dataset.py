@@ -14,7 +14,7 @@ has (kind, columns, evidence) and two 8-byte hashes of its content — exact, an
 "near" (letter case ignored; for single-text rows leading/trailing whitespace too). The
 rules in rules/dataset.py turn those facts into findings.
 
-Speed is the point (DESIGN.md §6), so there are two paths that must agree on every fact
+Speed is the point (CONTRACTS.md §8), so there are two paths that must agree on every fact
 (tests/test_preflight_scan.py checks they do):
 
 - `scan_lines` / `scan_line`: the reference. One line at a time, generic JSON decoding,
@@ -1402,7 +1402,7 @@ def _duplicates_sorted(exact: array, near: array) -> tuple[tuple[Duplicate, ...]
 def _groups_numpy(values: array) -> list[list[int]]:
     """Lines of every hash that occurs more than once, each group in line order.
 
-    Memory stays flat (DESIGN.md §6: <= 64 MiB for 1M lines): the hashes are sorted in 16
+    Memory stays flat (CONTRACTS.md §8: <= 64 MiB for 1M lines): the hashes are sorted in 16
     slices by their top 4 bits rather than as one 8-byte-per-line copy, and membership is
     tested a slice of lines at a time."""
     import numpy as np

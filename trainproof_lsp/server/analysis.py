@@ -87,7 +87,8 @@ class Configs:
         config = self._cache.get(folder)
         if config is not None:
             return config
-        from ..core.config import Config, ConfigError, discover, load_file, with_caps, with_columns, with_vocab
+        from ..core.config import Config, ConfigError, with_caps, with_columns, with_vocab
+        from ..judge.settings import discover, load_file
 
         if config is None:
             settings = self._server.tp.settings
