@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 MODEL_CONFIGS = frozenset({"config.json", "generation_config.json", "adapter_config.json"})
 # Judged with their folder (preflight.judge_tokenizer, from disk); the chat template's
@@ -52,7 +53,7 @@ def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKi
     return DocKind("other", detected.format, detected.reason, lint=False)
 
 
-def optional_module(name: str):
+def optional_module(name: str) -> ModuleType | None:
     """An engine module that may be missing from an older or partial installation
     (preflight, compare, envcheck): None then, and the feature says it is unavailable."""
     full = f"trainproof_lsp.{name}"
