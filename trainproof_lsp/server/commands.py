@@ -51,7 +51,6 @@ CHECK_DATASET = "trainproof.checkDataset"
 SHOW_REPORT = "trainproof.showReport"
 SHOW_RUN = "trainproof.showRun"
 SHOW_SERVER_INFO = "trainproof.showServerInfo"
-ALL = (DOCTOR, COMPARE, SET_BASELINE, CHECK_ENVIRONMENT, CHECK_DATASET, SHOW_REPORT, SHOW_RUN, SHOW_SERVER_INFO)
 
 # Why a script's "Check environment" is off: a setting, not the workspace's trust.
 ENVIRONMENT_OFF = "off: trainproof.checkEnvironment is false"
