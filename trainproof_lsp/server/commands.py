@@ -631,3 +631,4 @@ HANDLERS: dict[str, Callable[..., dict[str, Any] | Awaitable[dict[str, Any]]]] =
     CHECK_DATASET: check_dataset, SHOW_REPORT: show_report, SHOW_RUN: show_run,
     SHOW_SERVER_INFO: show_server_info,
 }
+ALL = tuple(HANDLERS)  # every command's name (the VS Code manifest test checks package.json against it)
