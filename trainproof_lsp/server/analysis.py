@@ -79,10 +79,12 @@ class Configs:
         self._server = server
         self._cache: dict[Path, "Config"] = {}
         self._reported: set[str] = set()
+        self._cleared = 0  # a load that started before a clear() is not cached
 
     def clear(self) -> None:
         self._cache.clear()
         self._reported.clear()
+        self._cleared += 1
 
     async def for_path(self, path: Path) -> "Config":
         """The config for a file; waits for the settings it depends on first."""
@@ -92,7 +94,10 @@ class Configs:
         cached = self._cache.get(folder)
         if cached is not None:
             return cached
+        cleared = self._cleared
         config, problems = await asyncio.to_thread(load_config, folder, tp.settings)
+        if cleared != self._cleared:  # settings or a pyproject.toml changed meanwhile: the re-check loads again
+            return config
         for message in problems:
             if message not in self._reported:
                 self._reported.add(message)
