@@ -50,14 +50,7 @@ NEVER = {("output", "judge"): "output renders the reports it is given; it never 
 
 # Known exceptions, (importer, imported module) -> why it is tolerated for now. Keep this
 # short; each entry is a place to fix, not a licence.
-KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("trainproof_lsp.server.analysis", "trainproof_lsp.server.app"):
-        "annotation only (TYPE_CHECKING: TrainproofServer), while app.py builds the server from "
-        "analysis.py: the server's types belong in a module of their own",
-    ("trainproof_lsp.server.commands", "trainproof_lsp.server.app"):
-        "annotation only (TYPE_CHECKING: ClientFeatures), while app.py registers commands.py's "
-        "handlers: the server's types belong in a module of their own",
-}
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -250,16 +250,10 @@ async def test_doctor_command_publishes_findings_with_progress_and_a_message(ses
 
 
 async def test_compare_with_a_baseline_set_by_command(session: Session, diverging_run: Path):
-    from trainproof_lsp.server.kinds import optional_module
-
     await session.start()
     log = diverging_run / "trainer_state.json"
     uri = session.open(log)
     await session.diagnostics(uri)
-    if optional_module("judge.compare") is None:
-        result = await session.command("trainproof.compare", str(log))
-        assert result["status"] == "unavailable" and "not available in this version" in result["message"]
-        return
     no_baseline = await session.command("trainproof.compare", str(log))
     assert no_baseline["status"] == "no-baseline"
     baseline = await session.command("trainproof.setBaseline", str(HF_RUNS / "healthy"))
@@ -286,17 +280,12 @@ async def test_environment_check_is_off_until_the_setting_allows_it(session: Ses
 
 @pytest.mark.parametrize("session", ['vscode'], indirect=True)
 async def test_environment_check_when_allowed(session: Session, tmp_path: Path):
-    from trainproof_lsp.server.kinds import optional_module
-
     script = tmp_path / "train.py"
     script.write_text("import json\nimport not_a_real_module_xyz\n")
     await session.start(settings={"checkEnvironment": True, "envTimeoutS": 30},
                         init_options={"checkEnvironment": True, "envTimeoutS": 30})
     uri = session.open(script, language_id="python")
     result = await session.command("trainproof.checkEnvironment", str(script))
-    if optional_module("readers.envcheck") is None:
-        assert result["status"] == "unavailable"
-        return
     assert result["status"] == "done" and result["worst_verdict"] == "FAIL"
     # Without a python setting: the workspace's `python` on PATH (an activated venv's), named.
     assert result["pythonSource"] in ("python on PATH", "python3 on PATH", "the server's own Python")
@@ -312,7 +301,7 @@ async def test_server_info_names_versions_features_and_settings(session: Session
     assert info["name"] == "trainproof-lsp"
     assert info["diagnostics"].startswith("pull" if session.pull else "push")
     assert info["settings"]["maxDiagnosticsPerFile"] == 500
-    assert set(info["engine"]) == {"preflight", "compare", "envcheck"}
+    assert "engine" not in info  # every part of the engine is always there: nothing to report
 
 
 # --- 6. watched files: a live run turns red ----------------------------------------------------
@@ -381,14 +370,9 @@ def dataset(tmp_path: Path) -> Path:
 
 
 async def test_dataset_lines_get_their_findings_and_an_edit_fixes_them(session: Session, dataset: Path):
-    from trainproof_lsp.server import datasets
-
     await session.start()
     uri = session.open(dataset, language_id="jsonl")
     diags = await session.diagnostics(uri)
-    if not datasets.available():
-        assert diags == []
-        return
     found = by_code(diags)
     malformed = found["TP-PRE-MALFORMED-JSONL"]
     assert malformed.range.start.line == 7 and malformed.severity == lsp.DiagnosticSeverity.Error
@@ -412,30 +396,20 @@ async def test_dataset_lines_get_their_findings_and_an_edit_fixes_them(session: 
 
 @pytest.mark.parametrize("session", ['neovim-0.11', 'vscode'], indirect=True)
 async def test_a_dataset_lens_shows_its_preflight_summary(session: Session, dataset: Path):
-    from trainproof_lsp.server import datasets
-
     await session.start()
     if not session.code_lens:
         pytest.skip(f"{session.name} has no code lens")
     uri = session.open(dataset, language_id="jsonl")
     await session.diagnostics(uri)
     lenses = await session.lenses(uri)
-    if datasets.available():
-        assert lenses[0].command.title.startswith("preflight: FAIL")
-    else:
-        assert "not available in this version" in lenses[0].command.title
+    assert lenses[0].command.title.startswith("preflight: FAIL")
     assert lenses[1].command.command == "trainproof.checkDataset"
 
 
 @pytest.mark.parametrize("session", ['neovim-0.7', 'neovim-0.11'], indirect=True)
 async def test_a_dataset_too_big_for_the_editor_is_checked_from_disk(session: Session, dataset: Path):
-    from trainproof_lsp.server import datasets
-
     await session.start()
     result = await session.command("trainproof.checkDataset", str(dataset))
-    if not datasets.available():
-        assert result["status"] == "unavailable"
-        return
     assert result["status"] == "done" and result["worst_verdict"] == "FAIL"
     published = await session.published(dataset.as_uri(), lambda p: len(p.diagnostics) > 0)
     assert by_code(list(published.diagnostics))["TP-PRE-MALFORMED-JSONL"].range.start.line == 7
@@ -443,10 +417,6 @@ async def test_a_dataset_too_big_for_the_editor_is_checked_from_disk(session: Se
 
 @pytest.mark.parametrize("session", ["vscode", "neovim-0.11"], indirect=True)
 async def test_long_work_reports_progress_and_can_be_cancelled(session: Session, tmp_path: Path):
-    from trainproof_lsp.server.kinds import optional_module
-
-    if optional_module("readers.envcheck") is None:
-        pytest.skip("no environment checks in this version")
     (tmp_path / "slow_module.py").write_text("import time\ntime.sleep(8)\n")  # outlives the cancel
     script = tmp_path / "train.py"
     script.write_text("import slow_module\n")

@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from trainproof_lsp.server import datasets
-
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "tests" / "real_clients" / "nvim_attach.lua"
 DATASET = REPO / "tests" / "lsp_fixtures" / "malformed_line_6.jsonl"
@@ -83,11 +81,10 @@ def test_headless_neovim_shows_dataset_and_log_diagnostics_at_their_lines(name: 
     # TP-DIVERGE sits on the log entry of step 120: its "{" line, 1-based in Neovim's count.
     step_120 = next(i for i, t in enumerate(trainer_state) if '"step": 120' in t)
     assert ("trainer_state.json", step_120 + 1 - 5, "TP-DIVERGE") in found, lines
-    if datasets.available():
-        assert ("train.jsonl", 6, "TP-PRE-MALFORMED-JSONL") in found, lines
-        assert ("chat.jsonl", 3, "TP-PRE-EMPTY-ASSISTANT") in found, lines
-        assert proc.returncode == 0 and "ok=true" in header
-        # The hover's Markdown escapes the index, so the editor shows `messages[1]`, not a
-        # shortcut link rendered as `messages1`.
-        hover = hovers[("chat.jsonl", 3)]
-        assert "messages\\[1\\]" in hover and "messages[1]" not in hover, hover
+    assert ("train.jsonl", 6, "TP-PRE-MALFORMED-JSONL") in found, lines
+    assert ("chat.jsonl", 3, "TP-PRE-EMPTY-ASSISTANT") in found, lines
+    assert proc.returncode == 0 and "ok=true" in header
+    # The hover's Markdown escapes the index, so the editor shows `messages[1]`, not a
+    # shortcut link rendered as `messages1`.
+    hover = hovers[("chat.jsonl", 3)]
+    assert "messages\\[1\\]" in hover and "messages[1]" not in hover, hover

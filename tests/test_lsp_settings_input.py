@@ -101,10 +101,6 @@ def test_the_environment_interpreter_must_be_an_existing_executable(python: str,
 
 
 def test_the_environment_check_names_the_interpreter_it_used(workspace: Path, tmp_path: Path):
-    from trainproof_lsp.server.kinds import optional_module
-
-    if optional_module("readers.envcheck") is None:
-        pytest.skip("no environment checks in this version")
     client = start(workspace, tmp_path, {"checkEnvironment": True, "python": sys.executable, "envTimeoutS": 60})
     try:
         result = client.command("trainproof.checkEnvironment", str(workspace / "train.py"))

@@ -161,10 +161,6 @@ async def test_show_run_answers_with_the_run_report_page_and_no_external_referen
 
 @pytest.mark.parametrize("session", ["vscode"], indirect=True)
 async def test_show_run_compares_with_the_baseline_set_in_the_editor(session: Session, diverging_run: Path):
-    from trainproof_lsp.server.kinds import optional_module
-
-    if optional_module("judge.compare") is None:
-        pytest.skip("no compare in this version")
     await start_as_the_editor_does(session)
     healthy = HF_RUNS / "healthy"
     baseline = await session.command("trainproof.setBaseline", str(healthy))

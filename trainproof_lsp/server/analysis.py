@@ -20,19 +20,46 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 from lsprotocol import types as lsp
 
 from ..core.model import Finding, Report, Run
 from . import datasets
-from .diagnostics import capped
+from .diagnostics import Presentation, capped
 from .documents import LineDocument, LineEdit
 from .kinds import DocKind, kind_of
 
 if TYPE_CHECKING:
     from ..core.config import Config
-    from .app import TrainproofServer
+    from .settings import Settings
+
+class _State(Protocol):
+    """What analysis needs of the server's state (state.ServerState, which builds the
+    Analyzer and Configs below: a Protocol here keeps the import one-way)."""
+
+    documents: dict[str, LineDocument]
+    configs: "Configs"
+    presentation: Presentation
+
+    @property
+    def settings(self) -> "Settings": ...
+
+    async def ready(self) -> None: ...
+
+    def warn(self, text: str) -> None: ...
+
+    def line_text(self, path: str, line: int) -> str | None: ...
+
+    async def load_lines(self, paths: Iterable[str]) -> None: ...
+
+    def publish_result(self, result: "DocResult", previous: "DocResult | None") -> None: ...
+
+
+class _Server(Protocol):
+    @property
+    def tp(self) -> _State: ...
+
 
 # The engine (readers, rules) is imported on first use, in a worker thread, not at
 # start-up: `initialize` is answered before any of it is loaded.
@@ -71,48 +98,61 @@ class DocResult:
 
 class Configs:
     """`[tool.trainproof]` per folder, cached; a broken file is reported once and the
-    defaults are used until it is fixed."""
+    defaults are used until it is fixed. Finding and reading the file (a walk up the
+    folders to the nearest pyproject.toml) happens in a worker thread."""
 
-    def __init__(self, server: "TrainproofServer") -> None:
+    def __init__(self, server: _Server) -> None:
         self._server = server
         self._cache: dict[Path, "Config"] = {}
         self._reported: set[str] = set()
+        self._cleared = 0  # a load that started before a clear() is not cached
 
     def clear(self) -> None:
         self._cache.clear()
         self._reported.clear()
+        self._cleared += 1
 
-    def for_path(self, path: Path) -> "Config":
+    async def for_path(self, path: Path) -> "Config":
+        """The config for a file; waits for the settings it depends on first."""
+        tp = self._server.tp
+        await tp.ready()
         folder = path.parent
-        config = self._cache.get(folder)
-        if config is not None:
+        cached = self._cache.get(folder)
+        if cached is not None:
+            return cached
+        cleared = self._cleared
+        config, problems = await asyncio.to_thread(load_config, folder, tp.settings)
+        if cleared != self._cleared:  # settings or a pyproject.toml changed meanwhile: the re-check loads again
             return config
-        from ..core.config import Config, ConfigError, with_caps, with_columns, with_vocab
-        from ..judge.settings import discover, load_file
-
-        if config is None:
-            settings = self._server.tp.settings
-            try:
-                config = load_file(Path(settings.config_file)) if settings.config_file else discover(folder)
-            except ConfigError as e:
-                message = f"trainproof: {e}; using default settings"
-                if message not in self._reported:
-                    self._reported.add(message)
-                    self._server.tp.warn(message)
-                config = Config()
-            except OSError:
-                config = Config()
-            config = with_vocab(config, settings.vocab_size)
-            config = with_caps(config, settings)  # the editor's trainproof.max* caps, when set
-            try:
-                config = with_columns(config, settings.columns, "trainproof.columns")
-            except ConfigError as e:
-                message = f"trainproof: {e}; the setting is not used"
-                if message not in self._reported:
-                    self._reported.add(message)
-                    self._server.tp.warn(message)
-            self._cache[folder] = config
+        for message in problems:
+            if message not in self._reported:
+                self._reported.add(message)
+                tp.warn(message)
+        self._cache[folder] = config
         return config
+
+
+def load_config(folder: Path, settings: "Settings") -> tuple["Config", list[str]]:
+    """The config for files in `folder` with the editor's settings laid over it, and what
+    was wrong with either (a message each). Blocking: runs in a worker thread."""
+    from ..core.config import Config, ConfigError, with_caps, with_columns, with_vocab
+    from ..judge.settings import discover, load_file
+
+    problems: list[str] = []
+    try:
+        config = load_file(Path(settings.config_file)) if settings.config_file else discover(folder)
+    except ConfigError as e:
+        problems.append(f"trainproof: {e}; using default settings")
+        config = Config()
+    except OSError:
+        config = Config()
+    config = with_vocab(config, settings.vocab_size)
+    config = with_caps(config, settings)  # the editor's trainproof.max* caps, when set
+    try:
+        config = with_columns(config, settings.columns, "trainproof.columns")
+    except ConfigError as e:
+        problems.append(f"trainproof: {e}; the setting is not used")
+    return config, problems
 
 
 def _judge_buffer(path: Path, text: str | None, lines: list[str] | None, config: Config,
@@ -126,8 +166,6 @@ def _judge_buffer(path: Path, text: str | None, lines: list[str] | None, config:
     try:
         if kind.kind == "config":
             return _judge_tokenizer(path, config), None, ""
-        if kind.kind == "dataset" and not datasets.available():
-            return None, None, datasets.UNAVAILABLE
         data = text.encode("utf-8", "replace")
         return engine.judge_file(path, config, data=data), data, ""
     except Exception as e:  # never a dead server: say what happened on the document
@@ -136,21 +174,20 @@ def _judge_buffer(path: Path, text: str | None, lines: list[str] | None, config:
         return engine.not_checked(str(path), kind.kind, kind.format, reason), None, ""
 
 
-def _judge_tokenizer(path: Path, config: "Config") -> Report | None:
+def _judge_tokenizer(path: Path, config: "Config") -> Report:
     """A tokenizer file is judged with its folder, from disk (the rules need the other
     files of the folder too)."""
-    module = datasets.preflight()
-    if module is None or not hasattr(module, "judge_tokenizer"):
-        return None
-    return module.judge_tokenizer(path.parent, config)
+    from ..judge.preflight import judge_tokenizer
+
+    return judge_tokenizer(path.parent, config)
 
 
 class Analyzer:
-    def __init__(self, server: "TrainproofServer") -> None:
+    def __init__(self, server: _Server) -> None:
         self._server = server
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="trainproof-judge")
         self.results: dict[str, DocResult] = {}
-        self.pending: dict[str, asyncio.Task] = {}
+        self.pending: dict[str, asyncio.Task[None]] = {}
         self.sessions: dict[str, datasets.DatasetSession] = {}
         self.kinds: dict[str, DocKind] = {}
         self._generation = 0
@@ -236,7 +273,7 @@ class Analyzer:
         try:
             if delay > 0:
                 await asyncio.sleep(delay)
-            await self._server.tp.settings_gate()
+            await self._server.tp.ready()
             doc = self._server.tp.documents.get(uri)
             if doc is None:
                 return
@@ -256,14 +293,14 @@ class Analyzer:
 
     async def _judge(self, doc: LineDocument) -> DocResult | None:
         started = time.perf_counter()
+        config = await self._server.tp.configs.for_path(doc.path)  # after the settings (ready())
         kind = self.kinds.get(doc.uri) or DocKind("other", "")
         version = doc.version
-        config = self._server.tp.configs.for_path(doc.path)
         note = ""
         mode = "full"
         report: Report | None = None
         data: bytes | None = None
-        if kind.kind == "dataset" and datasets.incremental_available():
+        if kind.kind == "dataset":
             session = self.sessions.get(doc.uri)
             if session is not None and session.needs_rescan:
                 session = None
@@ -293,6 +330,9 @@ class Analyzer:
             return None
         findings = tuple(f for f in report.findings if f.location.path == str(doc.path)) if report else ()
         tp = self._server.tp
+        await tp.load_lines(r.location.path for f in findings for r in f.related)
+        if doc.version != version or tp.documents.get(doc.uri) is not doc:
+            return None
         diagnostics = capped(findings, str(doc.path), tp.line_text, tp.presentation,
                              tp.settings.max_diagnostics_per_file)
         self._generation += 1
@@ -300,7 +340,8 @@ class Analyzer:
                          diagnostics=diagnostics, result_id=f"{version}.{self._generation}",
                          elapsed_ms=(time.perf_counter() - started) * 1000, note=note, data=data, mode=mode)
 
-    async def _in_thread(self, doc: LineDocument, config: Config, kind: DocKind):
+    async def _in_thread(self, doc: LineDocument, config: Config,
+                         kind: DocKind) -> tuple[Report | None, bytes | None, str]:
         loop = asyncio.get_running_loop()
         text, lines = doc.snapshot()
         report, data, note = await loop.run_in_executor(

@@ -7,8 +7,9 @@ server down. Results come back as diagnostics on the files they cite and one mes
 its own panel (VS Code), or the server writes it to a file and asks the client to open it
 in a browser (window/showDocument: Neovim 0.11+), or only names the file (the rest).
 
-Commands another part of the project provides (compare, env) are offered only as what
-they are: when this installation lacks them, the command says so and does nothing else.
+Each command is a handler at module level (HANDLERS: name -> handler, registered by
+app.initialize) over the server's state, `ls.tp`. Files are read and written in worker
+threads, never on the event loop.
 """
 
 from __future__ import annotations
@@ -27,21 +28,18 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Awaitable, Callable, Literal
 
 from lsprotocol import types as lsp
 
 from .. import TOOL_NAME, __version__
 from ..core.model import Artefact, Finding, Level, Location, Related, Report, Span, Verdict
-from . import datasets
 from .children import BadValue, cli_child, existing_path, interpreter
 from .diagnostics import by_path, capped
 from .documents import path_to_uri, uri_to_path
-from .kinds import optional_module
+from .lsp import Progress, registered_methods, workspace_folders
 from .settings import settings_json
-
-if TYPE_CHECKING:
-    from .app import ClientFeatures
+from .state import ClientFeatures, ServerState, TrainproofServer, cache_base
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +51,6 @@ CHECK_DATASET = "trainproof.checkDataset"
 SHOW_REPORT = "trainproof.showReport"
 SHOW_RUN = "trainproof.showRun"
 SHOW_SERVER_INFO = "trainproof.showServerInfo"
-ALL = (DOCTOR, COMPARE, SET_BASELINE, CHECK_ENVIRONMENT, CHECK_DATASET, SHOW_REPORT, SHOW_RUN, SHOW_SERVER_INFO)
 
 # Why a script's "Check environment" is off: a setting, not the workspace's trust.
 ENVIRONMENT_OFF = "off: trainproof.checkEnvironment is false"
@@ -107,47 +104,6 @@ class CliRun:
     timed_out: bool = False
 
 
-class Progress:
-    """$/progress for one command, when the client shows progress; a no-op otherwise."""
-
-    def __init__(self, ls, title: str, token: Any = None) -> None:
-        self._ls = ls
-        self.title = title
-        self.token = token
-        self.enabled = ls.tp.features.progress
-        self._cancel = None
-
-    async def __aenter__(self) -> "Progress":
-        if not self.enabled:
-            return self
-        try:
-            if self.token is None:
-                import uuid
-
-                self.token = f"trainproof-{uuid.uuid4().hex}"
-                await asyncio.wait_for(self._ls.work_done_progress.create_async(self.token), 5)
-            self._ls.work_done_progress.begin(self.token, lsp.WorkDoneProgressBegin(
-                title=self.title, cancellable=True, message="starting"))
-            self._cancel = self._ls.work_done_progress.tokens.get(self.token)
-        except Exception as e:  # no progress UI is no reason to fail the command
-            log.warning("progress not available: %s", e)
-            self.enabled = False
-        return self
-
-    def cancelled(self) -> bool:
-        return self._cancel is not None and self._cancel.cancelled()
-
-    def report(self, message: str) -> None:
-        if self.enabled:
-            self._ls.work_done_progress.report(self.token, lsp.WorkDoneProgressReport(message=message))
-
-    async def __aexit__(self, *exc: Any) -> None:
-        if self.enabled:
-            self._ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(
-                message="cancelled" if self.cancelled() else "done"))
-            self._ls.work_done_progress.tokens.pop(self.token, None)
-
-
 async def run_cli(argv: list[str], progress: Progress, timeout: float) -> CliRun:
     # Its own process group, so a cancel also stops what it started (env's import probe).
     # Never in the workspace, never importing from it (children.py).
@@ -193,22 +149,21 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
-def _unavailable(run: CliRun, command: str) -> bool:
-    return run.envelope is None and run.exit_code == 2 and "invalid choice" in run.stderr and command in run.stderr
-
-
 # --- results as diagnostics and a message ------------------------------------------------
 
-def publish_reports(ls, reports: list[Report], *, beside_open: bool = False) -> dict[str, int]:
+async def publish_reports(ls: TrainproofServer, reports: list[Report], *, beside_open: bool = False) -> dict[str, int]:
     """Diagnostics for every file the reports cite. An open document keeps its own,
     judged from its buffer: a doctor's findings for it are left out (the same engine
     said the same), a comparison's or environment check's are shown beside them
     (`beside_open`). Returns findings per file."""
     tp = ls.tp
+    grouped = {path: findings for path, findings in by_path(reports).items() if path}
+    await tp.ready()  # the rule docs the diagnostics link to
+    cited = [r.location.path for findings in grouped.values() for f in findings for r in f.related]
+    files = await asyncio.to_thread(_existing_files, [p for p in grouped if p not in tp.paths])
+    await tp.load_lines([*files, *cited])
     counts: dict[str, int] = {}
-    for path, findings in by_path(reports).items():
-        if not path:
-            continue
+    for path, findings in grouped.items():
         uri = path_to_uri(path)
         counts[path] = len(findings)
         doc = tp.paths.get(path)
@@ -217,12 +172,16 @@ def publish_reports(ls, reports: list[Report], *, beside_open: bool = False) -> 
                 tp.publish_extras(doc.uri, capped(findings, path, tp.line_text, tp.presentation,
                                                   tp.settings.max_diagnostics_per_file))
             continue
-        if not Path(path).is_file():
+        if path not in files:
             continue  # a folder: no document to show it on
         tp.publish(uri, capped(findings, path, tp.line_text, tp.presentation, tp.settings.max_diagnostics_per_file))
         if findings:
             tp.disk_published.add(uri)
     return counts
+
+
+def _existing_files(paths: list[str]) -> set[str]:
+    return {p for p in paths if Path(p).is_file()}
 
 
 def summary(envelope: dict[str, Any], what: str) -> str:
@@ -241,9 +200,9 @@ def summary(envelope: dict[str, Any], what: str) -> str:
         f"; {'; '.join(extra)}" if extra else "")
 
 
-def _no_result(tp, run: CliRun, *, what: str, timeout: float, subcommand: str) -> dict[str, Any] | None:
+def _no_result(tp: ServerState, run: CliRun, *, what: str, timeout: float) -> dict[str, Any] | None:
     """The answer (and its message) when the child gave no envelope: cancelled, stopped,
-    without the subcommand, or crashed. None when it gave one."""
+    or crashed. None when it gave one."""
     if run.cancelled:
         text = f"trainproof {what}: cancelled"
         tp.message(text)
@@ -252,10 +211,6 @@ def _no_result(tp, run: CliRun, *, what: str, timeout: float, subcommand: str) -
         text = f"trainproof {what}: stopped after {timeout:g} s"
         tp.warn(text)
         return {"status": "timeout", "message": text}
-    if _unavailable(run, subcommand):
-        text = f"trainproof {what}: not available in this version ({TOOL_NAME} {__version__} has no `{subcommand}`)"
-        tp.warn(text)
-        return {"status": "unavailable", "message": text}
     if run.envelope is None:
         text = f"trainproof {what}: no result ({run.stderr.splitlines()[-1] if run.stderr else f'exit {run.exit_code}'})"
         tp.warn(text)
@@ -263,40 +218,44 @@ def _no_result(tp, run: CliRun, *, what: str, timeout: float, subcommand: str) -
     return None
 
 
-async def _cli_command(ls, *, what: str, argv: list[str], title: str, timeout: float,
-                       subcommand: str, beside_open: bool = False) -> dict[str, Any]:
-    tp = ls.tp
-    async with Progress(ls, title) as progress:
+async def _run_child(ls: TrainproofServer, argv: list[str], *, title: str, what: str,
+                     timeout: float) -> tuple[dict[str, Any] | None, CliRun]:
+    """The command line in a child, under progress: (the failure answer or None, the run)."""
+    async with Progress(ls, title, enabled=ls.tp.features.progress) as progress:
         run = await run_cli(argv, progress, timeout)
-    failed = _no_result(tp, run, what=what, timeout=timeout, subcommand=subcommand)
+    return _no_result(ls.tp, run, what=what, timeout=timeout), run
+
+
+async def _cli_command(ls: TrainproofServer, *, what: str, argv: list[str], title: str, timeout: float,
+                       beside_open: bool = False) -> dict[str, Any]:
+    tp = ls.tp
+    failed, run = await _run_child(ls, argv, title=title, what=what, timeout=timeout)
     if failed is not None:
         return failed
-    assert run.envelope is not None
-    reports = reports_from_json(run.envelope)
-    files = publish_reports(ls, reports, beside_open=beside_open)
-    text = summary(run.envelope, what)
-    level = lsp.MessageType.Error if run.envelope.get("worst_verdict") == "FAIL" else lsp.MessageType.Info
+    envelope = run.envelope
+    assert envelope is not None  # _no_result answered every run without one
+    reports = reports_from_json(envelope)
+    files = await publish_reports(ls, reports, beside_open=beside_open)
+    text = summary(envelope, what)
+    level = lsp.MessageType.Error if envelope.get("worst_verdict") == "FAIL" else lsp.MessageType.Info
     tp.message(text, level)
-    return {"status": "done", "message": text, "worst_verdict": run.envelope.get("worst_verdict"),
+    return {"status": "done", "message": text, "worst_verdict": envelope.get("worst_verdict"),
             "exit_code": run.exit_code,
             "reports": [{"path": r.artefact.path, "verdict": r.verdict.value, "findings": len(r.findings)}
                         for r in reports],
-            "not_judged": run.envelope.get("not_judged", []), "files": files}
+            "not_judged": envelope.get("not_judged", []), "files": files}
 
 
-def workspace_root(ls) -> Path | None:
+def workspace_root(ls: TrainproofServer | None) -> Path | None:
     """The first workspace folder: where relative settings and arguments are resolved
     (never the server's working folder, which is not the workspace: children.py)."""
-    workspace = ls.workspace if ls is not None else None
-    if workspace is None:
+    if ls is None:
         return None
-    folders = [uri_to_path(f.uri) for f in workspace.folders.values()]
-    if folders:
-        return folders[0]
-    return Path(workspace.root_path) if workspace.root_path else None
+    folders, root = workspace_folders(ls)
+    return folders[0] if folders else root
 
 
-def _config_args(ls) -> list[str]:
+def _config_args(ls: TrainproofServer) -> list[str]:
     """Options from settings, each as `--opt=value` (a value is never read as an option).
     Raises BadValue for a config file that does not exist."""
     tp = ls.tp
@@ -312,7 +271,7 @@ def _config_args(ls) -> list[str]:
     return args
 
 
-def _baseline(ls) -> Path | None:
+def _baseline(ls: TrainproofServer) -> Path | None:
     """The editor's baseline: "Set as baseline" in this session, else the `baseline` setting;
     an existing path or BadValue. (Without either, the command line still finds `baseline`
     in [tool.trainproof].)"""
@@ -330,7 +289,7 @@ class EnvInterpreter:
     source: str  # said in the result: which interpreter the check imported with
 
 
-def env_interpreter(ls) -> EnvInterpreter:
+def env_interpreter(ls: TrainproofServer) -> EnvInterpreter:
     """The workspace's interpreter for Check environment: the `python` setting (the VS Code
     extension fills it with the Python extension's selection), else `python` or `python3`
     on PATH (an activated virtual environment's), else the server's own."""
@@ -353,7 +312,7 @@ def _run_label(path: Path) -> str:
     return f"{path.parent.name}/{path.name}" if path.parent.name else path.name or str(path)
 
 
-async def _show_run(ls, path: Path) -> dict[str, Any]:
+async def _show_run(ls: TrainproofServer, path: Path) -> dict[str, Any]:
     """The run report page (`doctor PATH --html`) for a log: judged from disk, since the run
     is more than the buffer (config.json for the vocabulary, event files, checkpoints), and
     compared with the editor's baseline when one is set."""
@@ -366,33 +325,36 @@ async def _show_run(ls, path: Path) -> dict[str, Any]:
         config_args = _config_args(ls)
     except BadValue as e:
         return _refused(tp, what, e)
+    import shutil
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="trainproof-run-") as folder:
-        page = Path(folder) / "run.html"
+    folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="trainproof-run-"))
+    try:
+        page = folder / "run.html"
         argv = ["doctor", "--json", f"--html={page}", *config_args,
                 *([f"--baseline={baseline}"] if baseline is not None else []), "--", str(path)]
-        async with Progress(ls, f"trainproof: Show run {label}") as progress:
-            run = await run_cli(argv, progress, timeout)
-        failed = _no_result(tp, run, what=what, timeout=timeout, subcommand="doctor")
+        failed, run = await _run_child(ls, argv, title=f"trainproof: Show run {label}", what=what, timeout=timeout)
         if failed is not None:
             return failed
-        assert run.envelope is not None
-        reports = run.envelope.get("reports", [])
+        envelope = run.envelope
+        assert envelope is not None  # _no_result answered every run without one
+        reports = envelope.get("reports", [])
         if all(r.get("verdict") == "NOT-CHECKED" for r in reports):
             # Nothing was read (a broken or missing log): the page would only repeat the reason.
             reason = next((r["reason"] for r in reports if r.get("reason")), None) or \
-                run.envelope.get("error") or "nothing was judged"
+                envelope.get("error") or "nothing was judged"
             text = f"trainproof {what}: nothing to show — {reason}"
             tp.warn(text)
             return {"status": "none", "message": text}
         try:
-            html = page.read_text(encoding="utf-8")
+            html = await asyncio.to_thread(page.read_text, encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             text = f"trainproof {what}: no page written ({e})"
             tp.warn(text)
             return {"status": "error", "message": text}
-    worst = run.envelope.get("worst_verdict")
+    finally:
+        await asyncio.to_thread(shutil.rmtree, folder, ignore_errors=True)
+    worst = envelope.get("worst_verdict")
     done = {"status": "done", "html": html, "title": f"Run: {label}", "path": str(path),
             "worst_verdict": worst, "baseline": str(baseline) if baseline else None}
     shown_by = run_page_shown_by(tp.features)
@@ -417,11 +379,6 @@ def run_page_shown_by(features: ClientFeatures) -> Literal["panel", "browser", "
     return "browser" if features.show_document else "file"
 
 
-def cache_base() -> Path:
-    """The server's cache folder for this version: the run pages and the rule docs."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / TOOL_NAME / __version__
-
-
 def run_page_path(log: Path) -> Path:
     """Where a log's run report page is written for a browser. One file per log: asking
     again replaces it (a reload shows the new page), and the hash of the full path keeps
@@ -435,7 +392,7 @@ def run_page_path(log: Path) -> Path:
 
 def write_run_page(target: Path, html: str) -> None:
     """Written beside the target and renamed over it, so a browser reloading the page
-    never reads half of it."""
+    never reads half of it. Blocking: the server calls it in a worker thread."""
     target.parent.mkdir(parents=True, exist_ok=True)
     import tempfile
 
@@ -450,13 +407,14 @@ def write_run_page(target: Path, html: str) -> None:
         raise
 
 
-async def _open_run_page(ls, log: Path, html: str, *, what: str, browser: bool) -> dict[str, Any]:
+async def _open_run_page(ls: TrainproofServer, log: Path, html: str, *, what: str,
+                         browser: bool) -> dict[str, Any]:
     """Writes the page to the cache, asks the client to open it in a browser when it can,
     and says where the page is: the answer's `file` and `message`, and a window message."""
     tp = ls.tp
     target = run_page_path(log)
     try:
-        write_run_page(target, html)
+        await asyncio.to_thread(write_run_page, target, html)
     except OSError as e:
         text = f"trainproof {what}; the page could not be written to {target} ({e})"
         tp.warn(text)
@@ -475,9 +433,10 @@ async def _open_run_page(ls, log: Path, html: str, *, what: str, browser: bool) 
     return {"file": str(target), "message": text, "opened": refused is None}
 
 
-async def _show_document(ls, uri: str) -> str | None:
+async def _show_document(ls: Any, uri: str) -> str | None:
     """window/showDocument with external=True (the client's browser, not an editor tab):
-    None when the client opened it, else why not."""
+    None when the client opened it, else why not. (`ls`: anything with pygls's
+    window_show_document_async.)"""
     try:
         result = await asyncio.wait_for(
             ls.window_show_document_async(lsp.ShowDocumentParams(uri=uri, external=True)), SHOW_DOCUMENT_TIMEOUT_S)
@@ -488,14 +447,20 @@ async def _show_document(ls, uri: str) -> str | None:
     return None if result is not None and result.success else "it answered success: false"
 
 
-def _refused(tp, what: str, problem: BadValue) -> dict[str, Any]:
+def _refused(tp: ServerState, what: str, problem: BadValue) -> dict[str, Any]:
     """A setting or argument that cannot go to a child: nothing runs, the user hears why."""
     text = f"trainproof {what}: not run — {problem}"
     tp.warn(text)
     return {"status": "error", "message": text}
 
 
-def _path_arg(ls, args: tuple[Any, ...], index: int = 0) -> Path | None:
+def _bad_args(tp: ServerState, command: str, usage: str) -> dict[str, Any]:
+    text = f"{command}: expected {usage}"
+    tp.warn(text)
+    return {"status": "error", "message": text}
+
+
+def _path_arg(ls: TrainproofServer, args: tuple[Any, ...], index: int = 0) -> Path | None:
     """A path or file: URI argument, absolute (a relative one from the workspace folder)."""
     if len(args) <= index or not isinstance(args[index], str) or not args[index] or "\x00" in args[index]:
         return None
@@ -509,158 +474,141 @@ def _path_arg(ls, args: tuple[Any, ...], index: int = 0) -> Path | None:
     return path.absolute()
 
 
-def register(ls) -> None:
+# --- the commands ------------------------------------------------------------------------------
+# Each takes the server and the command's arguments as the client sent them; each answers
+# a JSON object with a "status" and a "message" the user was also shown.
+
+async def _doctor_on(ls: TrainproofServer, path: Path, *, what: str, title: str) -> dict[str, Any]:
+    """`doctor --json PATH` in a child; its findings published on the files they cite."""
+    try:
+        config_args = _config_args(ls)
+    except BadValue as e:
+        return _refused(ls.tp, f"{what} {path}", e)
+    return await _cli_command(ls, what=f"{what} {path}", argv=["doctor", "--json", *config_args, "--", str(path)],
+                              title=title, timeout=600)
+
+
+async def doctor(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
+    path = _path_arg(ls, args) or workspace_root(ls)
+    if path is None:
+        return _bad_args(ls.tp, DOCTOR, "a file or folder path")
+    return await _doctor_on(ls, path, what="doctor", title=f"trainproof doctor {path.name or path}")
+
+
+async def check_dataset(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
+    path = _path_arg(ls, args)
+    if path is None:
+        return _bad_args(ls.tp, CHECK_DATASET, "a dataset path")
+    return await _doctor_on(ls, path, what="preflight", title=f"trainproof preflight {path.name}")
+
+
+async def compare(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
     tp = ls.tp
-
-    def bad_args(command: str, usage: str) -> dict[str, Any]:
-        text = f"{command}: expected {usage}"
+    run = _path_arg(ls, args)
+    if run is None:
+        return _bad_args(tp, COMPARE, "a run's log or folder (and optionally a baseline)")
+    try:
+        chosen = _path_arg(ls, args, 1)
+        baseline = existing_path(str(chosen), what="baseline") if chosen is not None else _baseline(ls)
+        config_args = _config_args(ls)
+    except BadValue as e:
+        return _refused(tp, f"compare {run.name}", e)
+    if baseline is None:
+        text = "trainproof compare: no baseline — use \"Set as baseline\" on a known-good run's log first"
         tp.warn(text)
-        return {"status": "error", "message": text}
+        return {"status": "no-baseline", "message": text}
+    return await _cli_command(ls, what=f"compare {run.name} with {baseline}",
+                              argv=["compare", "--json", *config_args, "--", str(baseline), str(run)],
+                              title="trainproof compare", timeout=600, beside_open=True)
 
-    @ls.command(DOCTOR)
-    async def doctor(ls, *args: Any) -> dict[str, Any]:
-        path = _path_arg(ls, args) or workspace_root(ls)
-        if path is None:
-            return bad_args(DOCTOR, "a file or folder path")
-        try:
-            config_args = _config_args(ls)
-        except BadValue as e:
-            return _refused(tp, f"doctor {path}", e)
-        return await _cli_command(ls, what=f"doctor {path}", argv=["doctor", "--json", *config_args, "--", str(path)],
-                                  title=f"trainproof doctor {path.name or path}", timeout=600, subcommand="doctor")
 
-    @ls.command(CHECK_DATASET)
-    async def check_dataset(ls, *args: Any) -> dict[str, Any]:
-        path = _path_arg(ls, args)
-        if path is None:
-            return bad_args(CHECK_DATASET, "a dataset path")
-        if not datasets.available():
-            text = f"trainproof: {datasets.UNAVAILABLE}"
-            tp.warn(text)
-            return {"status": "unavailable", "message": text}
-        try:
-            config_args = _config_args(ls)
-        except BadValue as e:
-            return _refused(tp, f"preflight {path}", e)
-        return await _cli_command(ls, what=f"preflight {path}",
-                                  argv=["doctor", "--json", *config_args, "--", str(path)],
-                                  title=f"trainproof preflight {path.name}", timeout=600, subcommand="doctor")
+def set_baseline(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
+    tp = ls.tp
+    path = _path_arg(ls, args)
+    if path is None:
+        return _bad_args(tp, SET_BASELINE, "a run's log or folder")
+    if not path.exists():
+        return _refused(tp, "set baseline", BadValue(f"baseline: {str(path)!r} does not exist"))
+    tp.baseline = str(path)
+    text = (f"trainproof: baseline for this session is {path}. To keep it, add "
+            f"`baseline = \"{path}\"` under [tool.trainproof] or set trainproof.baseline.")
+    tp.message(text)
+    return {"status": "done", "baseline": str(path), "message": text}
 
-    @ls.command(COMPARE)
-    async def compare(ls, *args: Any) -> dict[str, Any]:
-        run = _path_arg(ls, args)
-        if run is None:
-            return bad_args(COMPARE, "a run's log or folder (and optionally a baseline)")
-        if optional_module("judge.compare") is None:
-            text = f"trainproof compare: not available in this version ({TOOL_NAME} {__version__})"
-            tp.warn(text)
-            return {"status": "unavailable", "message": text}
-        try:
-            chosen = _path_arg(ls, args, 1)
-            baseline = existing_path(str(chosen), what="baseline") if chosen is not None else _baseline(ls)
-            config_args = _config_args(ls)
-        except BadValue as e:
-            return _refused(tp, f"compare {run.name}", e)
-        if baseline is None:
-            text = "trainproof compare: no baseline — use \"Set as baseline\" on a known-good run's log first"
-            tp.warn(text)
-            return {"status": "no-baseline", "message": text}
-        return await _cli_command(ls, what=f"compare {run.name} with {baseline}",
-                                  argv=["compare", "--json", *config_args, "--", str(baseline), str(run)],
-                                  title="trainproof compare", timeout=600, subcommand="compare",
-                                  beside_open=True)
 
-    @ls.command(SET_BASELINE)
-    def set_baseline(ls, *args: Any) -> dict[str, Any]:
-        path = _path_arg(ls, args)
-        if path is None:
-            return bad_args(SET_BASELINE, "a run's log or folder")
-        if not path.exists():
-            return _refused(tp, "set baseline", BadValue(f"baseline: {str(path)!r} does not exist"))
-        tp.baseline = str(path)
-        text = (f"trainproof: baseline for this session is {path}. To keep it, add "
-                f"`baseline = \"{path}\"` under [tool.trainproof] or set trainproof.baseline.")
+async def check_environment(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
+    tp = ls.tp
+    script = _path_arg(ls, args)
+    if script is None:
+        return _bad_args(tp, CHECK_ENVIRONMENT, "a training script path")
+    if not tp.settings.check_environment:
+        text = (f"trainproof: {ENVIRONMENT_OFF}. Check environment imports the script's modules with the "
+                "workspace's interpreter, so code from the workspace runs; set "
+                "trainproof.checkEnvironment = true to allow it")
+        tp.warn(text)
+        return {"status": "disabled", "message": text}
+    try:
+        script = existing_path(str(script), what="training script", file=True)
+        python = env_interpreter(ls)
+    except BadValue as e:
+        return _refused(tp, f"env {script.name}", e)
+    argv = ["env", f"--entrypoint={script}", f"--cwd={script.parent}",
+            f"--timeout={tp.settings.env_timeout_s:g}", f"--python={python.path}", "--json"]
+    answer = await _cli_command(ls, what=f"env {script.name} with {python.path} ({python.source})", argv=argv,
+                                title=f"trainproof env {script.name}",
+                                timeout=tp.settings.env_timeout_s + 30, beside_open=True)
+    return {**answer, "python": python.path, "pythonSource": python.source}
+
+
+async def show_report(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
+    tp = ls.tp
+    uri = args[0] if args and isinstance(args[0], str) else None
+    result = await tp.analyzer.current(uri) if uri else None
+    if result is None or result.report is None:
+        text = f"trainproof: {result.note if result is not None and result.note else 'no report for this document'}"
         tp.message(text)
-        return {"status": "done", "baseline": str(path), "message": text}
+        return {"status": "none", "message": text}
+    from ..output.render import report_json
 
-    @ls.command(CHECK_ENVIRONMENT)
-    async def check_environment(ls, *args: Any) -> dict[str, Any]:
-        script = _path_arg(ls, args)
-        if script is None:
-            return bad_args(CHECK_ENVIRONMENT, "a training script path")
-        if not tp.settings.check_environment:
-            text = (f"trainproof: {ENVIRONMENT_OFF}. Check environment imports the script's modules with the "
-                    "workspace's interpreter, so code from the workspace runs; set "
-                    "trainproof.checkEnvironment = true to allow it")
-            tp.warn(text)
-            return {"status": "disabled", "message": text}
-        if optional_module("readers.envcheck") is None:
-            text = f"trainproof env: not available in this version ({TOOL_NAME} {__version__})"
-            tp.warn(text)
-            return {"status": "unavailable", "message": text}
-        try:
-            script = existing_path(str(script), what="training script", file=True)
-            python = env_interpreter(ls)
-        except BadValue as e:
-            return _refused(tp, f"env {script.name}", e)
-        argv = ["env", f"--entrypoint={script}", f"--cwd={script.parent}",
-                f"--timeout={tp.settings.env_timeout_s:g}", f"--python={python.path}", "--json"]
-        answer = await _cli_command(ls, what=f"env {script.name} with {python.path} ({python.source})", argv=argv,
-                                    title=f"trainproof env {script.name}",
-                                    timeout=tp.settings.env_timeout_s + 30, subcommand="env", beside_open=True)
-        return {**answer, "python": python.path, "pythonSource": python.source}
+    r = result.report
+    lines = [f"{r.verdict.value}: {len(r.findings)} finding(s)" + (f" — {r.reason}" if r.reason else "")]
+    lines += [f"{f.id} ({f.level.value}) {f.message}" for f in r.findings[:10]]
+    tp.message("trainproof: " + "\n".join(lines))
+    return {"status": "done", "report": report_json(r)}
 
-    @ls.command(SHOW_REPORT)
-    async def show_report(ls, *args: Any) -> dict[str, Any]:
-        uri = args[0] if args and isinstance(args[0], str) else None
-        result = await tp.analyzer.current(uri) if uri else None
-        if result is None or result.report is None:
-            text = f"trainproof: {result.note if result is not None and result.note else 'no report for this document'}"
-            tp.message(text)
-            return {"status": "none", "message": text}
-        from ..output.render import report_json
 
-        r = result.report
-        lines = [f"{r.verdict.value}: {len(r.findings)} finding(s)" + (f" — {r.reason}" if r.reason else "")]
-        lines += [f"{f.id} ({f.level.value}) {f.message}" for f in r.findings[:10]]
-        tp.message("trainproof: " + "\n".join(lines))
-        return {"status": "done", "report": report_json(r)}
+async def show_run(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
+    path = _path_arg(ls, args)
+    if path is None:
+        return _bad_args(ls.tp, SHOW_RUN, "a log's path or file: URI")
+    return await _show_run(ls, path)
 
-    @ls.command(SHOW_RUN)
-    async def show_run(ls, *args: Any) -> dict[str, Any]:
-        path = _path_arg(ls, args)
-        if path is None:
-            return bad_args(SHOW_RUN, "a log's path or file: URI")
-        return await _show_run(ls, path)
 
-    @ls.command(SHOW_SERVER_INFO)
-    def show_server_info(ls, *args: Any) -> dict[str, Any]:
-        import pygls
+def show_server_info(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
+    import pygls
 
-        info = {
-            "name": TOOL_NAME, "version": __version__,
-            "python": sys.version.split()[0], "executable": sys.executable, "platform": _platform(),
-            "pygls": getattr(pygls, "__version__", None) or _dist_version("pygls"),
-            "lsprotocol": _dist_version("lsprotocol"),
-            "positionEncoding": tp.presentation.encoding,
-            "features": sorted(ls.protocol.fm.features), "commands": sorted(ls.protocol.fm.commands),
-            "diagnostics": "pull (push until a document is first pulled)" if tp.features.pull else "push",
-            "settings": settings_json(tp.settings),
-            "baseline": tp.baseline,
-            "documents": {uri: {"version": d.version, "lines": len(d.lines),
-                                "kind": getattr(tp.analyzer.kinds.get(uri), "kind", None),
-                                "last_check_ms": round(tp.analyzer.results[uri].elapsed_ms, 2)
-                                if uri in tp.analyzer.results else None,
-                                "last_check": tp.analyzer.results[uri].mode if uri in tp.analyzer.results else None}
-                          for uri, d in tp.documents.items()},
-            "engine": {"preflight": datasets.available(),
-                       "compare": optional_module("judge.compare") is not None,
-                       "envcheck": optional_module("readers.envcheck") is not None},
-        }
-        tp.message(f"{TOOL_NAME} {__version__} (pygls {info['pygls']}, Python {info['python']}); "
-                   f"{len(tp.documents)} open document(s); diagnostics by {info['diagnostics']}; "
-                   f"preflight {'on' if info['engine']['preflight'] else 'not available'}")
-        return info
+    tp = ls.tp
+    features, commands = registered_methods(ls)
+    results = tp.analyzer.results
+    info = {
+        "name": TOOL_NAME, "version": __version__,
+        "python": sys.version.split()[0], "executable": sys.executable, "platform": _platform(),
+        "pygls": getattr(pygls, "__version__", None) or _dist_version("pygls"),
+        "lsprotocol": _dist_version("lsprotocol"),
+        "positionEncoding": tp.presentation.encoding,
+        "features": features, "commands": commands,
+        "diagnostics": "pull (push until a document is first pulled)" if tp.features.pull else "push",
+        "settings": settings_json(tp.settings),
+        "baseline": tp.baseline,
+        "documents": {uri: {"version": d.version, "lines": len(d.lines),
+                            "kind": getattr(tp.analyzer.kinds.get(uri), "kind", None),
+                            "last_check_ms": round(results[uri].elapsed_ms, 2) if uri in results else None,
+                            "last_check": results[uri].mode if uri in results else None}
+                      for uri, d in tp.documents.items()},
+    }
+    tp.message(f"{TOOL_NAME} {__version__} (pygls {info['pygls']}, Python {info['python']}); "
+               f"{len(tp.documents)} open document(s); diagnostics by {info['diagnostics']}")
+    return info
 
 
 def _platform() -> str:
@@ -676,3 +624,11 @@ def _dist_version(name: str) -> str | None:
         return version(name)
     except PackageNotFoundError:
         return None
+
+
+HANDLERS: dict[str, Callable[..., dict[str, Any] | Awaitable[dict[str, Any]]]] = {
+    DOCTOR: doctor, COMPARE: compare, SET_BASELINE: set_baseline, CHECK_ENVIRONMENT: check_environment,
+    CHECK_DATASET: check_dataset, SHOW_REPORT: show_report, SHOW_RUN: show_run,
+    SHOW_SERVER_INFO: show_server_info,
+}
+ALL = tuple(HANDLERS)  # every command's name (the VS Code manifest test checks package.json against it)

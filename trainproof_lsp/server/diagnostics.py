@@ -101,7 +101,7 @@ def _message(f: Finding) -> str:
     return f.message
 
 
-def _sort_key(f: Finding) -> tuple:
+def _sort_key(f: Finding) -> tuple[int, int, int, str]:
     span = f.location.span
     return (LEVEL_RANK[f.level], span.start_line if span else -1, span.start_char if span else -1, f.id)
 
@@ -142,22 +142,33 @@ def by_path(reports: Iterable[Report]) -> dict[str, list[Finding]]:
 
 
 class DiskLines:
-    """Line text of files that are not open, read once when a column needs them."""
+    """Line text of files that are not open. `load` reads them (blocking: the server calls
+    it in a worker thread, ServerState.load_lines); a file asked for before it was loaded
+    is read then."""
 
     def __init__(self) -> None:
         self._cache: dict[str, list[str]] = {}
 
+    def has(self, path: str) -> bool:
+        return path in self._cache
+
+    def load(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            if path not in self._cache:
+                self._cache[path] = _read_lines(path)
+
     def __call__(self, path: str, line: int) -> str:
         lines = self._cache.get(path)
         if lines is None:
-            try:
-                lines = Path(path).read_bytes().decode("utf-8", "replace").split("\n")
-            except OSError:
-                lines = []
-            self._cache[path] = lines
+            lines = self._cache[path] = _read_lines(path)
         if 0 <= line < len(lines):
             text = lines[line]
             return text[:-1] if text.endswith("\r") else text
         return ""
 
 
+def _read_lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_bytes().decode("utf-8", "replace").split("\n")
+    except OSError:
+        return []

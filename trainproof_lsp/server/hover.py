@@ -6,6 +6,7 @@ every client renders (no images, no HTML).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from bisect import bisect_left
@@ -14,6 +15,7 @@ from typing import Any, Sequence
 from lsprotocol import types as lsp
 
 from ..core.model import LOSS, Finding, Run
+from .state import TrainproofServer
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 NON_FINITE = "×"
@@ -117,24 +119,19 @@ def to_hover(findings: Sequence[Finding], run: Run | None, markdown: bool) -> ls
     return lsp.Hover(contents=lsp.MarkupContent(kind=kind, value=text))
 
 
-def register(ls) -> None:
+async def on_hover(ls: TrainproofServer, params: lsp.HoverParams) -> lsp.Hover | None:
     tp = ls.tp
-
-    @ls.feature(lsp.TEXT_DOCUMENT_HOVER)
-    async def on_hover(ls, params: lsp.HoverParams) -> lsp.Hover | None:
-        uri = params.text_document.uri
-        doc = tp.documents.get(uri)
-        result = await tp.analyzer.current(uri, timeout=5.0)
-        if doc is None or result is None:
-            return None
-        line = params.position.line
-        here = [f for f in result.findings if (f.location.span is None and line == 0) or (
-            f.location.span is not None and f.location.span.start_line <= line <= f.location.span.end_line)]
-        if not here:
-            return None
-        run = None
-        if result.kind.kind == "metrics":  # the log is re-read for the picture: off the loop
-            import asyncio
-
-            run = await asyncio.get_running_loop().run_in_executor(tp.analyzer.executor, result.run, doc.path)
-        return to_hover(here, run, tp.features.hover_markdown)
+    uri = params.text_document.uri
+    doc = tp.documents.get(uri)
+    result = await tp.analyzer.current(uri, timeout=5.0)
+    if doc is None or result is None:
+        return None
+    line = params.position.line
+    here = [f for f in result.findings if (f.location.span is None and line == 0) or (
+        f.location.span is not None and f.location.span.start_line <= line <= f.location.span.end_line)]
+    if not here:
+        return None
+    run = None
+    if result.kind.kind == "metrics":  # the log is re-read for the picture: off the loop
+        run = await asyncio.get_running_loop().run_in_executor(tp.analyzer.executor, result.run, doc.path)
+    return to_hover(here, run, tp.features.hover_markdown)

@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from ..core.formats import by_name
 
@@ -54,7 +55,7 @@ def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKi
     return DocKind("other", detected.format, detected.reason, lint=False)
 
 
-def optional_module(name: str):
+def optional_module(name: str) -> ModuleType | None:
     """An engine module that may be missing from an older or partial installation
     (preflight, compare, envcheck): None then, and the feature says it is unavailable."""
     full = f"trainproof_lsp.{name}"

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from lsprotocol import types as lsp
 
 from ..core.formats import is_run_marker, is_skipped_folder, run_root
 from .commands import ENVIRONMENT_OFF, SHOW_RUN, run_page_shown_by
+from .analysis import DocResult
 from .documents import path_to_uri
+from .state import ServerState, TrainproofServer
 
 _TOP = lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0))
 _SCAN_LIMIT = 400  # directory entries looked at per script: lenses must stay instant
@@ -27,7 +30,7 @@ def _lens(title: str, command: str, *arguments: object) -> lsp.CodeLens:
                                                         arguments=list(arguments)))
 
 
-def _verdict_title(prefix: str, result) -> str:
+def _verdict_title(prefix: str, result: DocResult | None) -> str:
     report = result.report if result is not None else None
     if report is None:
         return f"{prefix}: {result.note}" if result is not None and result.note else f"{prefix}: not judged yet"
@@ -74,7 +77,8 @@ def adjacent_run_folders(script: Path) -> list[Path]:
     return found[:8]
 
 
-def lenses_for(tp, uri: str) -> list[lsp.CodeLens]:
+def lenses_for(tp: ServerState, uri: str, run_folders: list[Path]) -> list[lsp.CodeLens]:
+    """The lenses of an open document; `run_folders`: a script's adjacent_run_folders."""
     doc = tp.documents.get(uri)
     if doc is None:
         return []
@@ -102,7 +106,7 @@ def lenses_for(tp, uri: str) -> list[lsp.CodeLens]:
     if kind.kind == "script":
         title = "Check environment" if tp.settings.check_environment else f"Check environment ({ENVIRONMENT_OFF})"
         out = [_lens(title, "trainproof.checkEnvironment", str(path))]
-        for folder in adjacent_run_folders(path):
+        for folder in run_folders:
             out.append(_lens(f"Doctor: {folder.name}/", "trainproof.doctor", str(folder)))
         return out
     if kind.kind == "config":
@@ -110,14 +114,16 @@ def lenses_for(tp, uri: str) -> list[lsp.CodeLens]:
     return []
 
 
-def register(ls) -> None:
+async def code_lens(ls: TrainproofServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     tp = ls.tp
+    uri = params.text_document.uri
+    await tp.analyzer.current(uri, timeout=5.0)
+    kind = tp.analyzer.kinds.get(uri)
+    doc = tp.documents.get(uri)
+    folders: list[Path] = []
+    if doc is not None and kind is not None and kind.kind == "script":  # a folder scan: off the loop
+        folders = await asyncio.to_thread(adjacent_run_folders, doc.path)
+    return lenses_for(tp, uri, folders)
 
-    @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))
-    async def code_lens(ls, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
-        uri = params.text_document.uri
-        await tp.analyzer.current(uri, timeout=5.0)
-        return lenses_for(tp, uri)
 
-
-__all__ = ["lenses_for", "adjacent_run_folders", "register", "path_to_uri"]
+__all__ = ["lenses_for", "adjacent_run_folders", "code_lens", "path_to_uri"]

@@ -46,39 +46,25 @@ class Settings:
     # `columns` in [tool.trainproof].
     columns: tuple[str, ...] = ()
     rules_docs_url: str | None = None  # e.g. "https://example.org/rules.md#{id_lower}"
-    # Size caps for huge or hostile files (trainproof_lsp/core/caps.py holds the defaults and
-    # why); None: `[tool.trainproof.caps]` or the default.
-    max_log_mb: int | None = None
-    max_log_entries: int | None = None
-    max_row_mb: int | None = None
-    max_pickle_mb: int | None = None
-    max_pickle_ops: int | None = None
-    max_inflate_mb: int | None = None
-    max_tensors: int | None = None
+    # Size caps for huge or hostile files, by core.caps.Caps's field names (caps.py holds
+    # the defaults and why); None: `[tool.trainproof.caps]` or the default.
+    max_log_mb: int | None = None  # a metric log's size
+    max_log_entries: int | None = None  # entries read from one log
+    max_row_mb: int | None = None  # one CSV/JSONL row
+    max_pickle_mb: int | None = None  # a checkpoint's pickle
+    max_pickle_ops: int | None = None  # opcodes walked in that pickle
+    max_inflate_mb: int | None = None  # a ZIP member, inflated
+    max_tensors: int | None = None  # tensors listed from one checkpoint
 
 
-_CAMEL = {
-    "maxDiagnosticsPerFile": "max_diagnostics_per_file",
-    "debounceMs": "debounce_ms",
-    "configurationTimeoutMs": "configuration_timeout_ms",
-    "checkEnvironment": "check_environment",
-    "python": "python",
-    "envTimeoutS": "env_timeout_s",
-    "entrypoints": "entrypoints",
-    "baseline": "baseline",
-    "configFile": "config_file",
-    "vocabSize": "vocab_size",
-    "columns": "columns",
-    "rulesDocsUrl": "rules_docs_url",
-    "maxLogMb": "max_log_mb",
-    "maxLogEntries": "max_log_entries",
-    "maxRowMb": "max_row_mb",
-    "maxPickleMb": "max_pickle_mb",
-    "maxPickleOps": "max_pickle_ops",
-    "maxInflateMb": "max_inflate_mb",
-    "maxTensors": "max_tensors",
-}
-_SNAKE_TO_CAMEL = {v: k for k, v in _CAMEL.items()}
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+# The client's spelling of each setting: its field name in camelCase (max_log_mb: maxLogMb).
+_SNAKE_TO_CAMEL = {f.name: _camel(f.name) for f in dataclasses.fields(Settings)}
+_CAMEL = {v: k for k, v in _SNAKE_TO_CAMEL.items()}
 _RANGES: dict[str, tuple[float, float]] = {
     "max_diagnostics_per_file": (1, 100_000),
     "debounce_ms": (0, 10_000),

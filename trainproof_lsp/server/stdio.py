@@ -22,14 +22,13 @@ import logging
 import sys
 import threading
 from threading import Event
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO, Callable, TypeVar
 
-from lsprotocol.types import LogMessageParams, MessageType, ResponseError
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
-from pygls.io_ import StdoutWriter
+from lsprotocol.types import LogMessageParams, MessageType
 
-if TYPE_CHECKING:
-    from pygls.lsp.server import LanguageServer
+from .lsp import LanguageServer, answer_error, attach_writer, dispatch, report_error, stop_server, structure_message
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 # Bodies below this size (initialize, edits, requests) parse as fast with json.loads, and
@@ -189,13 +188,13 @@ def _request_id(data: Any) -> Any:
     return None
 
 
-async def _in_daemon_thread(fn):
+async def _in_daemon_thread(fn: Callable[[], T]) -> T:
     """fn() in a daemon thread: a read blocked on stdin never holds up the process's exit
     (an executor's threads are joined at exit) nor takes a worker from the checks."""
     loop = asyncio.get_running_loop()
-    future = loop.create_future()
+    future: asyncio.Future[T] = loop.create_future()
 
-    def settle(setter, value) -> None:
+    def settle(setter: Callable[[Any], object], value: Any) -> None:
         if not future.done():
             setter(value)
 
@@ -203,7 +202,7 @@ async def _in_daemon_thread(fn):
         try:
             result = fn()
         except BaseException as e:  # handed to the loop, raised there
-            outcome = (future.set_exception, e)
+            outcome: tuple[Callable[[Any], object], Any] = (future.set_exception, e)
         else:
             outcome = (future.set_result, result)
         try:
@@ -215,7 +214,7 @@ async def _in_daemon_thread(fn):
     return await future
 
 
-def _tell_client(server: "LanguageServer", frames: FrameReader) -> None:
+def _tell_client(server: LanguageServer, frames: FrameReader) -> None:
     while frames.bad_frames:
         text = frames.bad_frames.pop(0)
         try:
@@ -225,8 +224,7 @@ def _tell_client(server: "LanguageServer", frames: FrameReader) -> None:
             pass
 
 
-async def read_messages(server: "LanguageServer", frames: FrameReader, stop: Event) -> None:
-    protocol = server.protocol
+async def read_messages(server: LanguageServer, frames: FrameReader, stop: Event) -> None:
     while not stop.is_set():
         got = await _in_daemon_thread(frames.next_message)
         _tell_client(server, frames)
@@ -234,24 +232,22 @@ async def read_messages(server: "LanguageServer", frames: FrameReader, stop: Eve
             return
         (data,) = got
         try:
-            message = protocol.structure_message(data)
+            message = structure_message(server, data)
         except Exception as exc:
             request_id = _request_id(data)
             if request_id is None:
                 log.warning("unusable message skipped: %s", exc)
                 continue
             # A request with ill-typed params gets an answer, never silence.
-            code = exc.code if isinstance(exc, JsonRpcException) else JsonRpcInvalidParams.CODE
             why = (str(exc.__cause__ or exc).splitlines() or [type(exc).__name__])[0]
             log.warning("invalid params for %r: %s", data.get("method"), why)
-            protocol._send_response(request_id, None, ResponseError(
-                code=code, message=f"invalid params for {data.get('method')!r}: {why}"))
+            answer_error(server, request_id, exc, f"invalid params for {data.get('method')!r}: {why}")
             continue
         try:
-            protocol.handle_message(message)
+            dispatch(server, message)
         except Exception as exc:  # a bad message is reported, never the end of the server
             log.exception("Unable to handle message")
-            server.report_server_error(exc, JsonRpcException)
+            report_error(server, exc)
 
 
 def _widen_pipe(stream: BinaryIO) -> None:
@@ -266,12 +262,11 @@ def _widen_pipe(stream: BinaryIO) -> None:
         pass
 
 
-def serve_stdio(server: "LanguageServer", stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+def serve_stdio(server: LanguageServer, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
     """What pygls's `start_io` does, with `read_messages` as the loop."""
-    server._stop_event = stop = Event()
     stdin = stdin or sys.stdin.buffer
     _widen_pipe(stdin)
-    server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+    stop = attach_writer(server, stdout or sys.stdout.buffer)
 
     frames = FrameReader(stdin)
     try:
@@ -281,4 +276,4 @@ def serve_stdio(server: "LanguageServer", stdin: BinaryIO | None = None, stdout:
     except (KeyboardInterrupt, SystemExit):
         pass
     finally:
-        server.shutdown()
+        stop_server(server)

@@ -89,10 +89,11 @@ def register(ls: Any) -> None:
         await asyncio.sleep(SETTLE_S)
         path = uri_to_path(uri)
         loop = asyncio.get_running_loop()
-        config = tp.configs.for_path(path)  # on the loop: a config problem becomes a message
+        config = await tp.configs.for_path(path)  # a config problem becomes a message
         report = await loop.run_in_executor(tp.analyzer.executor, judge_from_disk, path, config)
         if report is None or uri in tp.documents:
             return
+        await tp.load_lines([str(path)])  # the line text for columns, read off the loop
         findings = [f for f in report.findings if f.location.path == str(path)]
         if report.verdict.value == "NOT-CHECKED" and uri not in tp.disk_published and kind_of(path, b"").kind == "binary":
             return  # a binary file this version cannot read: nothing worth a squiggle
