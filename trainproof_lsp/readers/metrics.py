@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -31,7 +32,8 @@ import msgspec
 from ..core.model import (DATA_TIME, EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, STEP_TIME, THROUGHPUT,
                      ReadError, RecordSpans, Run, RunMeta, Span)
 from . import adjacent
-from .common import Columns, decode_json, to_float, to_step
+from .common import (ByteLines, Columns, file_data, NotText, PointSink, TextUpToNewline, decode_json, feed_all,
+                     record_spans, to_float, to_step)
 from .jsonpos import array_start, element_ranges
 
 # Canonical series -> column names, most specific first. Matching ignores case.
@@ -187,115 +189,195 @@ def no_loss_error(path: str, names: Iterable[str], what: str = "column") -> Read
                      f"or `--column loss={example}`")
 
 
+class RowMapping:
+    """Rows of named values -> points, for one set of column names: which column is which
+    series (`map_columns`), the step column, the split column (long format)."""
+
+    def __init__(self, names: Iterable[str], columns_map: Mapping[str, str] | None = None) -> None:
+        self.names: dict[str, None] = dict.fromkeys(names)
+        self.chosen, self.step_col = map_columns(self.names, columns_map)
+        self.split_col = split_column(self.names)
+
+    def has_loss(self) -> bool:
+        return LOSS in self.chosen or EVAL_LOSS in self.chosen
+
+    def unmapped(self) -> tuple[str, ...]:
+        used = set(self.chosen.values()) | ({self.step_col} if self.step_col else set())
+        return tuple(n for n in self.names if n not in used)
+
+    def put(self, row: Mapping[str, Any], record: int, sink: PointSink,
+            notes: list[tuple[int, str]]) -> None:
+        """The points of row `record` into `sink`; what cannot be used, into `notes`."""
+        step_col = self.step_col
+        if step_col is not None:
+            raw = row.get(step_col)
+            if raw is None or raw == "":
+                # Lightning rows always carry a step; a row without one cannot be placed.
+                if any(row.get(c) not in (None, "") for c in self.chosen.values()):
+                    notes.append((record, f"row has metrics but no {step_col}; not used"))
+                return
+            step = to_step(raw)
+            if step is None:
+                notes.append((record, f"{step_col} is {raw!r}, not an integer step; not used"))
+                return
+        else:
+            step = record
+        for series, col, source in row_columns(self.chosen, self.split_col, row):
+            raw = row.get(col)
+            if raw is None or raw == "":
+                continue
+            v = to_float(raw)
+            if v is None:
+                notes.append((record, f"{col} is {raw!r}, not a number; not used"))
+                continue
+            sink.add(series, source, step, v, record)
+
+
+class GrowingRowMapping:
+    """A RowMapping for a log that grows (`watch`): computed again when a row brings a
+    column name not seen before, so earlier rows keep the mapping they were read with."""
+
+    def __init__(self, columns_map: Mapping[str, str] | None = None) -> None:
+        self.columns_map = columns_map
+        self.mapping = RowMapping((), columns_map)
+
+    def put(self, row: Mapping[str, Any], record: int, sink: PointSink,
+            notes: list[tuple[int, str]]) -> bool:
+        """As RowMapping.put; True when the mapping changed (new column names)."""
+        names = self.mapping.names
+        changed = any(k not in names for k in row)
+        if changed:
+            self.mapping = RowMapping([*names, *row], self.columns_map)
+        self.mapping.put(row, record, sink, notes)
+        return changed
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One record of a metric log: its named values as read (numbers, or CSV text), where
+    it stands, and what the reader noticed about it (a CSV row whose cell count is not
+    the header's)."""
+
+    values: dict[str, Any]
+    span: Span
+    note: str | None = None
+
+
 def _build(path: Path, fmt: str, rows: list[dict[str, Any]], spans: RecordSpans,
            notes: list[tuple[int, str]], columns_map: Mapping[str, str] | None = None) -> Run:
     names: dict[str, None] = {}
     for r in rows:
         for k in r:
             names.setdefault(k, None)
-    chosen, step_col = map_columns(names, columns_map)
-    if LOSS not in chosen and EVAL_LOSS not in chosen:
+    mapping = RowMapping(names, columns_map)
+    if not mapping.has_loss():
         raise no_loss_error(str(path), names)
     columns = Columns()
-    split_col = split_column(names)
     for i, row in enumerate(rows):
-        if step_col is not None:
-            raw = row.get(step_col)
-            if raw is None or raw == "":
-                # Lightning rows always carry a step; a row without one cannot be placed.
-                if any(row.get(c) not in (None, "") for c in chosen.values()):
-                    notes.append((i, f"row has metrics but no {step_col}; not used"))
-                continue
-            step = to_step(raw)
-            if step is None:
-                notes.append((i, f"{step_col} is {raw!r}, not an integer step; not used"))
-                continue
-        else:
-            step = i
-        for series, col, source in row_columns(chosen, split_col, row):
-            raw = row.get(col)
-            if raw is None or raw == "":
-                continue
-            v = to_float(raw)
-            if v is None:
-                notes.append((i, f"{col} is {raw!r}, not a number; not used"))
-                continue
-            columns.add(series, source, step, v, i)
+        mapping.put(row, i, columns, notes)
     classes, config = adjacent.find_num_classes(path)
-    used = set(chosen.values()) | ({step_col} if step_col else set())
     return Run(
         path=str(path), format=fmt, series=columns.series(), record_spans=spans,
         meta=RunMeta(checkpoint_steps=adjacent.checkpoint_steps(adjacent.run_root(path)),
                      vocab_size=classes, vocab_source=config),
-        sources=(str(path),), unmapped=tuple(n for n in names if n not in used),
-        notes=tuple(notes),
+        sources=(str(path),), unmapped=mapping.unmapped(), notes=tuple(notes),
     )
+
+
+def _build_rows(path: Path, fmt: str, rows: list[Row], notes: list[tuple[int, str]],
+                columns_map: Mapping[str, str] | None) -> Run:
+    """A Run from the rows a feed gave: their notes first, then the mapping's."""
+    notes.extend((i, r.note) for i, r in enumerate(rows) if r.note is not None)
+    return _build(path, fmt, [r.values for r in rows], record_spans([r.span for r in rows]), notes,
+                  columns_map)
 
 
 _DECODE = msgspec.json.Decoder()
 
 
+class JsonlFeed:
+    """Metric JSONL, incrementally (common.Feed): one JSON object a line,
+    `{"step": 5, "loss": 1.98, "lr": 0.0002}`. A line that is not a JSON object is
+    counted (`bad`, `first_bad`) and passed over; blank lines are passed over."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path  # named in the errors of lines that are not JSON
+        self._lines = ByteLines()
+        self.lineno = 0  # lines taken so far
+        self.bad = 0
+        self.first_bad: tuple[int, str] | None = None  # (line, why)
+        self.blank = True  # nothing but whitespace so far
+
+    def feed(self, data: bytes) -> list[Row]:
+        if self.blank and data.strip():
+            self.blank = False
+        return self._rows(self._lines.feed(data))
+
+    def finish(self) -> list[Row]:
+        return self._rows(self._lines.finish())
+
+    def _rows(self, lines: list[bytes]) -> list[Row]:
+        rows: list[Row] = []
+        for raw in lines:
+            lineno = self.lineno
+            self.lineno += 1
+            line = raw.rstrip(b"\r")
+            if lineno == 0 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+            if not line.strip():
+                continue
+            try:
+                obj = _DECODE.decode(line)
+            except msgspec.DecodeError:
+                try:
+                    obj = decode_json(line, self.path)  # NaN/Infinity tokens
+                except ReadError as e:
+                    self._bad(lineno, str(e).split(": ", 1)[-1])
+                    continue
+            if not isinstance(obj, dict):
+                self._bad(lineno, "not a JSON object")
+                continue
+            rows.append(Row(obj, Span(lineno, 0, lineno, len(line.decode("utf-8", "replace")))))
+        return rows
+
+    def _bad(self, lineno: int, why: str) -> None:
+        self.bad += 1
+        if self.first_bad is None:
+            self.first_bad = (lineno, why)
+
+    def bad_lines_note(self) -> tuple[int, str] | None:
+        """The note about the whole log that leads its notes, once a line was not used."""
+        if not self.bad or self.first_bad is None:
+            return None
+        return (-1, f"{self.bad} line(s) are not JSON objects and were not used, first at line "
+                    f"{self.first_bad[0] + 1}")
+
+
 def read_metrics_jsonl(path: str | Path, data: bytes | None = None, *,
                        columns: Mapping[str, str] | None = None) -> Run:
     p = Path(path)
-    if data is None:
-        data = p.read_bytes()
-    if not data.strip():
+    data = file_data(p, data)
+    feed = JsonlFeed(str(path))
+    rows = feed_all(feed, data)
+    if feed.blank:
         raise ReadError(f"{path}: empty file")
-    rows: list[dict[str, Any]] = []
-    sl: list[int] = []
-    sc: list[int] = []
-    el: list[int] = []
-    ec: list[int] = []
-    notes: list[tuple[int, str]] = []
-    bad = 0
-    first_bad: tuple[int, str] | None = None
-    for lineno, raw in enumerate(data.split(b"\n")):
-        line = raw.rstrip(b"\r")
-        if lineno == 0 and line.startswith(b"\xef\xbb\xbf"):
-            line = line[3:]
-        if not line.strip():
-            continue
-        try:
-            obj = _DECODE.decode(line)
-        except msgspec.DecodeError:
-            try:
-                obj = decode_json(line, str(path))  # NaN/Infinity tokens
-            except ReadError as e:
-                bad += 1
-                first_bad = first_bad or (lineno, str(e).split(": ", 1)[-1])
-                continue
-        if not isinstance(obj, dict):
-            bad += 1
-            first_bad = first_bad or (lineno, "not a JSON object")
-            continue
-        rows.append(obj)
-        sl.append(lineno)
-        sc.append(0)
-        el.append(lineno)
-        ec.append(len(line.decode("utf-8", "replace")))
     if not rows:
-        if first_bad is not None:
-            raise ReadError(f"{path}:{first_bad[0] + 1}: no readable JSON line ({first_bad[1]})",
-                            span=Span(first_bad[0], 0, first_bad[0], 0))
+        if feed.first_bad is not None:
+            line, why = feed.first_bad
+            raise ReadError(f"{path}:{line + 1}: no readable JSON line ({why})", span=Span(line, 0, line, 0))
         raise ReadError(f"{path}: no records")
-    if bad:
-        notes.append((-1, f"{bad} line(s) are not JSON objects and were not used, first at line "
-                          f"{first_bad[0] + 1 if first_bad else '?'}"))
-    spans = RecordSpans(start_lines=tuple(sl), start_chars=tuple(sc), end_lines=tuple(el),
-                        end_chars=tuple(ec))
-    return _build(p, "metrics-jsonl", rows, spans, notes, columns)
+    bad = feed.bad_lines_note()
+    return _build_rows(p, "metrics-jsonl", rows, [bad] if bad else [], columns)
 
 
 def read_metrics_json_array(path: str | Path, data: bytes | None = None, *,
                             columns: Mapping[str, str] | None = None) -> Run:
+    """A JSON array of records: one document, read whole (also when it grows)."""
     p = Path(path)
-    if data is None:
-        data = p.read_bytes()
+    data = file_data(p, data)
     doc = decode_json(data, str(path))
     if not isinstance(doc, list) or not doc:
         raise ReadError(f"{path}: not a JSON array of records")
-    notes: list[tuple[int, str]] = []
     rows = [r if isinstance(r, dict) else {} for r in doc]
     if not any(rows):
         raise ReadError(f"{path}: the array holds no objects")
@@ -306,61 +388,101 @@ def read_metrics_json_array(path: str | Path, data: bytes | None = None, *,
         from ..core.positions import ByteIndex
 
         index = ByteIndex(data)
-        s = [index.span(a, b) for a, b in zip(*ranges)]
-        spans = RecordSpans(start_lines=tuple(x.start_line for x in s),
-                            start_chars=tuple(x.start_char for x in s),
-                            end_lines=tuple(x.end_line for x in s),
-                            end_chars=tuple(x.end_char for x in s))
-    return _build(p, "metrics-json", rows, spans, notes, columns)
+        spans = record_spans([index.span(a, b) for a, b in zip(*ranges)])
+    return _build(p, "metrics-json", rows, spans, [], columns)
+
+
+class _Lines:
+    """The lines a csv.reader is given, noting when it asks for one more than there is
+    (a quoted field that goes on past the bytes fed so far)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.taken = 0
+        self.starved = False
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        if self.taken == len(self.lines):
+            self.starved = True
+            raise StopIteration
+        self.taken += 1
+        return self.lines[self.taken - 1]
+
+
+class CsvFeed:
+    """Metric CSV/TSV, incrementally (common.Feed): a header line, then rows that fill the
+    columns logged at that step. A quoted field may hold newlines: a record is returned
+    once its last line is in. Lines end at CRLF, CR or LF, as csv reads a file opened
+    with newline=""."""
+
+    def __init__(self, path: str, delimiter: str = ",") -> None:
+        self.path = path
+        self.delimiter = delimiter
+        self._text = TextUpToNewline("utf-8-sig")
+        self.header: list[str] | None = None
+        self.lineno = 0  # lines before `_pending`
+        self._pending: list[str] = []  # the lines of a record not complete yet
+        self.blank = True  # nothing but whitespace so far
+
+    def feed(self, data: bytes) -> list[Row]:
+        return self._rows(self._decoded(data, final=False), final=False)
+
+    def finish(self) -> list[Row]:
+        return self._rows(self._decoded(b"", final=True), final=True)
+
+    def _decoded(self, data: bytes, *, final: bool) -> str:
+        try:
+            return self._text.finish() if final else self._text.feed(data)
+        except NotText as e:
+            raise ReadError(f"{self.path}: not UTF-8 text (byte {e.byte})") from None
+
+    def _rows(self, text: str, *, final: bool) -> list[Row]:
+        if self.blank and text.strip():
+            self.blank = False
+        lines = self._pending + io.StringIO(text, newline="").readlines() if text else self._pending
+        source = _Lines(lines)
+        reader = csv.reader(source, delimiter=self.delimiter)
+        rows: list[Row] = []
+        done = 0  # lines of the records read
+        try:
+            for cells in reader:
+                if source.starved and not final:
+                    break  # its quoted field goes on in bytes not fed yet
+                first, done = done, source.taken
+                if self.header is None:
+                    self.header = [h.strip() for h in cells]
+                    continue
+                if not cells or not any(c.strip() for c in cells):
+                    continue
+                header = self.header
+                note = (f"line {self.lineno + first + 1}: {len(cells)} cells, header has {len(header)}"
+                        if len(cells) != len(header) else None)
+                span = Span(self.lineno + first, 0, self.lineno + done - 1, len(lines[done - 1].rstrip("\r\n")))
+                rows.append(Row({h: c.strip() for h, c in zip(header, cells)}, span, note))
+        except csv.Error as e:
+            if self.header is None:
+                raise ReadError(f"{self.path}: no CSV header ({e})") from None
+            raise ReadError(f"{self.path}:{self.lineno + source.taken}: malformed CSV ({e})") from None
+        self._pending = lines[done:]
+        self.lineno += done
+        return rows
 
 
 def read_metrics_csv(path: str | Path, data: bytes | None = None, *,
                      columns: Mapping[str, str] | None = None) -> Run:
     p = Path(path)
-    if data is None:
-        data = p.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ReadError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    if not text.strip():
+    data = file_data(p, data)
+    feed = CsvFeed(str(path), "\t" if p.suffix.lower() == ".tsv" else ",")
+    rows = feed_all(feed, data)
+    if feed.blank:
         raise ReadError(f"{path}: empty file")
-    delimiter = "\t" if p.suffix.lower() == ".tsv" else ","
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    try:
-        header = next(reader)
-    except (StopIteration, csv.Error) as e:
-        raise ReadError(f"{path}: no CSV header ({e})") from None
-    header = [h.strip() for h in header]
-    rows: list[dict[str, Any]] = []
-    notes: list[tuple[int, str]] = []
-    sl: list[int] = []
-    el: list[int] = []
-    ec: list[int] = []
-    lines = text.splitlines()
-    try:
-        consumed = reader.line_num
-        for cells in reader:
-            # A quoted field can hold newlines: the record starts on the first line not
-            # yet consumed and ends on the last line the reader took for it.
-            first, consumed = consumed, reader.line_num
-            last = consumed - 1
-            if not cells or not any(c.strip() for c in cells):
-                continue
-            if len(cells) != len(header):
-                notes.append((len(rows), f"line {first + 1}: {len(cells)} cells, header has {len(header)}"))
-            rows.append({h: c.strip() for h, c in zip(header, cells)})
-            sl.append(first)
-            el.append(last)
-            ec.append(len(lines[last]) if last < len(lines) else 0)
-    except csv.Error as e:
-        raise ReadError(f"{path}:{reader.line_num}: malformed CSV ({e})") from None
+    if feed.header is None:
+        raise ReadError(f"{path}: no CSV header ()")
     if not rows:
-        chosen, _ = map_columns(header, columns)
-        if LOSS not in chosen and EVAL_LOSS not in chosen:
-            raise no_loss_error(str(path), header)
+        if not RowMapping(feed.header, columns).has_loss():
+            raise no_loss_error(str(path), feed.header)
         raise ReadError(f"{path}: header only, no rows")
-    n = len(sl)
-    spans = RecordSpans(start_lines=tuple(sl), start_chars=(0,) * n, end_lines=tuple(el),
-                        end_chars=tuple(ec))
-    return _build(p, "metrics-csv", rows, spans, notes, columns)
+    return _build_rows(p, "metrics-csv", rows, [], columns)
