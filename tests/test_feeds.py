@@ -5,6 +5,7 @@ whole-file read, which is the same object fed the whole file."""
 
 from __future__ import annotations
 
+import io
 import json
 import random
 from collections.abc import Callable, Sequence
@@ -192,7 +193,7 @@ def test_watch_fed_a_growing_csv_in_odd_pieces_says_what_the_whole_read_says(tmp
     rng = random.Random(7)
     cuts = sorted(rng.sample(hard_cuts(data), 40) + rng.sample(range(1, len(data)), 40))
     log.write_bytes(b"")
-    w = Watch(log, Config(), WatchOptions(interval=0.0), out=_Null(), err=_Null())
+    w = Watch(log, Config(), WatchOptions(interval=0.0), out=io.StringIO(), err=io.StringIO())
     last = 0
     for cut in [*cuts, len(data)]:
         with log.open("ab") as fh:
@@ -214,7 +215,7 @@ def test_watch_fed_a_growing_jsonl_in_odd_pieces_says_what_the_whole_read_says(t
     rng = random.Random(11)
     cuts = sorted(rng.sample(hard_cuts(data), 40) + rng.sample(range(1, len(data)), 40))
     log.write_bytes(b"")
-    w = Watch(log, Config(), WatchOptions(interval=0.0), out=_Null(), err=_Null())
+    w = Watch(log, Config(), WatchOptions(interval=0.0), out=io.StringIO(), err=io.StringIO())
     last = 0
     for cut in [*cuts, len(data)]:
         with log.open("ab") as fh:
@@ -223,12 +224,5 @@ def test_watch_fed_a_growing_jsonl_in_odd_pieces_says_what_the_whole_read_says(t
         w.poll_once()
     watched = w.logs[str(log)]
     assert watched.tailer.live.records == 298
+    assert watched.report is not None
     assert report_json(watched.report) == report_json(judge_file(log, Config()))
-
-
-class _Null:
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
