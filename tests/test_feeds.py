@@ -65,6 +65,10 @@ FEEDS: dict[str, tuple[Callable[[], Feed[Any]], bytes]] = {
 }
 
 
+def fed_whole(feed: Feed[Any], data: bytes) -> list[Any]:
+    return [record for batch in feed_all(feed, data) for record in batch]
+
+
 def fed_in_pieces(feed: Feed[Any], data: bytes, cuts: Sequence[int]) -> list[Any]:
     out: list[Any] = []
     last = 0
@@ -86,7 +90,7 @@ def hard_cuts(data: bytes) -> list[int]:
 @pytest.mark.parametrize("fmt", sorted(FEEDS))
 def test_a_file_fed_in_random_pieces_gives_the_whole_read_records(fmt):
     make, data = FEEDS[fmt]
-    whole = feed_all(make(), data)
+    whole = fed_whole(make(), data)
     assert whole  # the fixture has records to compare
     assert fed_in_pieces(make(), data, hard_cuts(data)) == whole
     assert fed_in_pieces(make(), data, range(1, len(data))) == whole  # a byte at a time
@@ -99,7 +103,7 @@ def test_a_file_fed_in_random_pieces_gives_the_whole_read_records(fmt):
 def test_jsonl_records_and_line_numbers():
     feed = JsonlFeed("m.jsonl")
     rows = fed_in_pieces(feed, JSONL, hard_cuts(JSONL))
-    assert [r.span for r in rows] == [Span(0, 0, 0, 24), Span(2, 0, 2, 43), Span(5, 0, 5, 37)]
+    assert [r.span() for r in rows] == [Span(0, 0, 0, 24), Span(2, 0, 2, 43), Span(5, 0, 5, 37)]
     assert [r.values["step"] for r in rows] == [1, 2, 3]
     assert rows[1].values["note"] == "café ✓" and rows[2].values["réseau"] == 1
     assert (feed.bad, feed.first_bad) == (2, (3, "invalid JSON: Expecting value"))
@@ -115,7 +119,7 @@ def test_csv_records_and_line_numbers():
     rows = fed_in_pieces(feed, CSV, hard_cuts(CSV))
     assert feed.header == ["step", "loss", "comment"]
     # The quoted field's record spans lines 1-2; the blank line 4 is no record.
-    assert [r.span for r in rows] == [Span(1, 0, 2, 4), Span(3, 0, 3, 13), Span(5, 0, 5, 5),
+    assert [r.span() for r in rows] == [Span(1, 0, 2, 4), Span(3, 0, 3, 13), Span(5, 0, 5, 5),
                                       Span(6, 0, 6, 17)]
     assert [r.values for r in rows] == [
         {"step": "1", "loss": "2.5", "comment": "first\r\nrow"},
@@ -132,15 +136,15 @@ def test_csv_records_and_line_numbers():
 
 def test_a_quoted_field_is_one_record_only_once_its_closing_line_is_fed():
     feed = CsvFeed("m.csv")
-    assert feed.feed(b'step,loss\n1,"2.5\n') == []  # the quote is still open
-    assert [(r.span, r.values) for r in feed.feed(b'"\n2,')] == [(Span(1, 0, 2, 1), {"step": "1", "loss": "2.5"})]
-    assert [(r.span, r.values) for r in feed.feed(b"3\n")] == [(Span(3, 0, 3, 3), {"step": "2", "loss": "3"})]
-    assert feed.finish() == []
+    assert list(feed.feed(b'step,loss\n1,"2.5\n')) == []  # the quote is still open
+    assert [(r.span(), r.values) for r in feed.feed(b'"\n2,')] == [(Span(1, 0, 2, 1), {"step": "1", "loss": "2.5"})]
+    assert [(r.span(), r.values) for r in feed.feed(b"3\n")] == [(Span(3, 0, 3, 3), {"step": "2", "loss": "3"})]
+    assert list(feed.finish()) == []
 
 
 def test_coqui_blocks_and_line_numbers():
     blocks = fed_in_pieces(CoquiFeed(), COQUI, hard_cuts(COQUI))
-    assert [b.span for b in blocks] == [Span(1, 0, 4, 31), Span(5, 0, 6, 28), Span(8, 0, 9, 26)]
+    assert [b.span() for b in blocks] == [Span(1, 0, 4, 31), Span(5, 0, 6, 28), Span(8, 0, 9, 26)]
     assert blocks[0].points == (("epoch", "EPOCH", 10, 0.0), ("loss", "loss", 10, 0.5), ("lr", "current_lr", 10, 1e-05))
     assert blocks[1].points == (("eval_loss", "avg_loss", 10, 0.75),)
     assert blocks[2].points == (("epoch", "EPOCH", 20, 1.0), ("loss", "loss", 20, 0.25))
@@ -226,3 +230,16 @@ def test_watch_fed_a_growing_jsonl_in_odd_pieces_says_what_the_whole_read_says(t
     assert watched.tailer.live.records == 298
     assert watched.report is not None
     assert report_json(watched.report) == report_json(judge_file(log, Config()))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "coqui"])
+def test_a_batch_indexes_like_the_list_of_its_records(fmt):
+    make, data = FEEDS[fmt]
+    feed = make()
+    batch = feed.feed(data)
+    records = list(batch)
+    assert len(records) == len(batch) >= 2
+    assert [batch[i] for i in range(-len(batch), 0)] == records
+    assert list(batch[1:]) == records[1:]
+    with pytest.raises(IndexError):
+        batch[len(batch)]

@@ -169,12 +169,14 @@ class _LineTailer(_Tailer):
             self.unreadable = str(e)
             return Poll(grew=True, error=self.unreadable)
         live = self.live
+        numbered = []
         for row in rows:
-            record = live.new_record(span=row.span)
+            record = live.new_record(span=row.span())
             if row.note is not None:
                 live.notes.append((record, row.note))
-            if self.mapping.put(row.values, record, live, live.notes):
-                live.unmapped = self.mapping.mapping.unmapped()
+            numbered.append((record, row.values))
+        if self.mapping.put(numbered, live, live.notes):
+            live.unmapped = self.mapping.mapping.unmapped()
         if isinstance(self.rows, JsonlFeed):
             bad = self.rows.bad_lines_note()
             if bad is not None:

@@ -23,16 +23,15 @@ from __future__ import annotations
 import csv
 import io
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import msgspec
 
 from ..core.model import (DATA_TIME, EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, STEP_TIME, THROUGHPUT,
                      ReadError, RecordSpans, Run, RunMeta, Span)
 from . import adjacent
-from .common import (ByteLines, Columns, file_data, NotText, PointSink, TextUpToNewline, decode_json, feed_all,
+from .common import (Batch, ByteLines, Columns, NotText, PointSink, TextUpToNewline, decode_json, feed_all, file_data,
                      record_spans, to_float, to_step)
 from .jsonpos import array_start, element_ranges
 
@@ -205,32 +204,35 @@ class RowMapping:
         used = set(self.chosen.values()) | ({self.step_col} if self.step_col else set())
         return tuple(n for n in self.names if n not in used)
 
-    def put(self, row: Mapping[str, Any], record: int, sink: PointSink,
+    def put(self, rows: Iterable[tuple[int, Mapping[str, Any]]], sink: PointSink,
             notes: list[tuple[int, str]]) -> None:
-        """The points of row `record` into `sink`; what cannot be used, into `notes`."""
-        step_col = self.step_col
-        if step_col is not None:
-            raw = row.get(step_col)
-            if raw is None or raw == "":
-                # Lightning rows always carry a step; a row without one cannot be placed.
-                if any(row.get(c) not in (None, "") for c in self.chosen.values()):
-                    notes.append((record, f"row has metrics but no {step_col}; not used"))
-                return
-            step = to_step(raw)
-            if step is None:
-                notes.append((record, f"{step_col} is {raw!r}, not an integer step; not used"))
-                return
-        else:
-            step = record
-        for series, col, source in row_columns(self.chosen, self.split_col, row):
-            raw = row.get(col)
-            if raw is None or raw == "":
-                continue
-            v = to_float(raw)
-            if v is None:
-                notes.append((record, f"{col} is {raw!r}, not a number; not used"))
-                continue
-            sink.add(series, source, step, v, record)
+        """The points of rows (record index, row) into `sink`; what cannot be used, into
+        `notes`. (One loop over many rows: the hot path of a whole-file read.)"""
+        step_col, chosen, split_col = self.step_col, self.chosen, self.split_col
+        add = sink.add
+        for record, row in rows:
+            if step_col is not None:
+                raw = row.get(step_col)
+                if raw is None or raw == "":
+                    # Lightning rows always carry a step; a row without one cannot be placed.
+                    if any(row.get(c) not in (None, "") for c in chosen.values()):
+                        notes.append((record, f"row has metrics but no {step_col}; not used"))
+                    continue
+                step = to_step(raw)
+                if step is None:
+                    notes.append((record, f"{step_col} is {raw!r}, not an integer step; not used"))
+                    continue
+            else:
+                step = record
+            for series, col, source in row_columns(chosen, split_col, row):
+                raw = row.get(col)
+                if raw is None or raw == "":
+                    continue
+                v = to_float(raw)
+                if v is None:
+                    notes.append((record, f"{col} is {raw!r}, not a number; not used"))
+                    continue
+                add(series, source, step, v, record)
 
 
 class GrowingRowMapping:
@@ -241,26 +243,68 @@ class GrowingRowMapping:
         self.columns_map = columns_map
         self.mapping = RowMapping((), columns_map)
 
-    def put(self, row: Mapping[str, Any], record: int, sink: PointSink,
+    def put(self, rows: Sequence[tuple[int, Mapping[str, Any]]], sink: PointSink,
             notes: list[tuple[int, str]]) -> bool:
         """As RowMapping.put; True when the mapping changed (new column names)."""
-        names = self.mapping.names
-        changed = any(k not in names for k in row)
-        if changed:
-            self.mapping = RowMapping([*names, *row], self.columns_map)
-        self.mapping.put(row, record, sink, notes)
+        changed = False
+        start = 0
+        for i, (_, row) in enumerate(rows):
+            names = self.mapping.names
+            if any(k not in names for k in row):
+                self.mapping.put(rows[start:i], sink, notes)
+                self.mapping = RowMapping([*names, *row], self.columns_map)
+                start, changed = i, True
+        self.mapping.put(rows[start:], sink, notes)
         return changed
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One record of a metric log: its named values as read (numbers, or CSV text), where
-    it stands, and what the reader noticed about it (a CSV row whose cell count is not
-    the header's)."""
+class Row(NamedTuple):
+    """One record of a metric log: its named values as read (numbers, or CSV text), the
+    lines it stands on (from column 0 of `line` to `end_char` of `end_line`), and what the
+    reader noticed about it (a CSV row whose cell count is not the header's)."""
 
     values: dict[str, Any]
-    span: Span
+    line: int
+    end_line: int
+    end_char: int
     note: str | None = None
+
+    def span(self) -> Span:
+        return Span(self.line, 0, self.end_line, self.end_char)
+
+
+class Rows(Batch[Row]):
+    """The rows one `feed` call gives, as parallel columns (common.Batch)."""
+
+    def __init__(self) -> None:
+        self.values: list[dict[str, Any]] = []
+        self.lines: list[int] = []
+        self.end_lines: list[int] = []
+        self.end_chars: list[int] = []
+        self.notes: dict[int, str] = {}  # index of the row -> note
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def record(self, i: int) -> Row:
+        return Row(self.values[i], self.lines[i], self.end_lines[i], self.end_chars[i], self.notes.get(i))
+
+    def extend(self, more: Rows) -> None:
+        n = len(self)
+        self.notes.update((i + n, note) for i, note in more.notes.items())
+        self.values.extend(more.values)
+        self.lines.extend(more.lines)
+        self.end_lines.extend(more.end_lines)
+        self.end_chars.extend(more.end_chars)
+
+
+def _joined(batches: Iterable[Sequence[Row]]) -> Rows:
+    """The batches of JsonlFeed or CsvFeed (each a Rows) as one."""
+    out = Rows()
+    for batch in batches:
+        assert isinstance(batch, Rows)
+        out.extend(batch)
+    return out
 
 
 def _build(path: Path, fmt: str, rows: list[dict[str, Any]], spans: RecordSpans,
@@ -273,8 +317,7 @@ def _build(path: Path, fmt: str, rows: list[dict[str, Any]], spans: RecordSpans,
     if not mapping.has_loss():
         raise no_loss_error(str(path), names)
     columns = Columns()
-    for i, row in enumerate(rows):
-        mapping.put(row, i, columns, notes)
+    mapping.put(enumerate(rows), columns, notes)
     classes, config = adjacent.find_num_classes(path)
     return Run(
         path=str(path), format=fmt, series=columns.series(), record_spans=spans,
@@ -284,12 +327,13 @@ def _build(path: Path, fmt: str, rows: list[dict[str, Any]], spans: RecordSpans,
     )
 
 
-def _build_rows(path: Path, fmt: str, rows: list[Row], notes: list[tuple[int, str]],
+def _build_rows(path: Path, fmt: str, rows: Rows, notes: list[tuple[int, str]],
                 columns_map: Mapping[str, str] | None) -> Run:
     """A Run from the rows a feed gave: their notes first, then the mapping's."""
-    notes.extend((i, r.note) for i, r in enumerate(rows) if r.note is not None)
-    return _build(path, fmt, [r.values for r in rows], record_spans([r.span for r in rows]), notes,
-                  columns_map)
+    notes.extend(sorted(rows.notes.items()))
+    spans = RecordSpans(start_lines=tuple(rows.lines), start_chars=(0,) * len(rows),
+                        end_lines=tuple(rows.end_lines), end_chars=tuple(rows.end_chars))
+    return _build(path, fmt, rows.values, spans, notes, columns_map)
 
 
 _DECODE = msgspec.json.Decoder()
@@ -308,19 +352,20 @@ class JsonlFeed:
         self.first_bad: tuple[int, str] | None = None  # (line, why)
         self.blank = True  # nothing but whitespace so far
 
-    def feed(self, data: bytes) -> list[Row]:
+    def feed(self, data: bytes) -> Rows:
         if self.blank and data.strip():
             self.blank = False
         return self._rows(self._lines.feed(data))
 
-    def finish(self) -> list[Row]:
+    def finish(self) -> Rows:
         return self._rows(self._lines.finish())
 
-    def _rows(self, lines: list[bytes]) -> list[Row]:
-        rows: list[Row] = []
-        for raw in lines:
-            lineno = self.lineno
-            self.lineno += 1
+    def _rows(self, lines: list[bytes]) -> Rows:
+        rows = Rows()
+        values, starts, ends, widths = rows.values, rows.lines, rows.end_lines, rows.end_chars
+        first = self.lineno
+        self.lineno += len(lines)
+        for lineno, raw in enumerate(lines, first):
             line = raw.rstrip(b"\r")
             if lineno == 0 and line.startswith(b"\xef\xbb\xbf"):
                 line = line[3:]
@@ -337,7 +382,10 @@ class JsonlFeed:
             if not isinstance(obj, dict):
                 self._bad(lineno, "not a JSON object")
                 continue
-            rows.append(Row(obj, Span(lineno, 0, lineno, len(line.decode("utf-8", "replace")))))
+            values.append(obj)
+            starts.append(lineno)
+            ends.append(lineno)
+            widths.append(len(line.decode("utf-8", "replace")))
         return rows
 
     def _bad(self, lineno: int, why: str) -> None:
@@ -358,7 +406,7 @@ def read_metrics_jsonl(path: str | Path, data: bytes | None = None, *,
     p = Path(path)
     data = file_data(p, data)
     feed = JsonlFeed(str(path))
-    rows = feed_all(feed, data)
+    rows = _joined(feed_all(feed, data))
     if feed.blank:
         raise ReadError(f"{path}: empty file")
     if not rows:
@@ -392,24 +440,10 @@ def read_metrics_json_array(path: str | Path, data: bytes | None = None, *,
     return _build(p, "metrics-json", rows, spans, [], columns)
 
 
-class _Lines:
-    """The lines a csv.reader is given, noting when it asks for one more than there is
-    (a quoted field that goes on past the bytes fed so far)."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-        self.taken = 0
-        self.starved = False
-
-    def __iter__(self) -> _Lines:
-        return self
-
-    def __next__(self) -> str:
-        if self.taken == len(self.lines):
-            self.starved = True
-            raise StopIteration
-        self.taken += 1
-        return self.lines[self.taken - 1]
+# A line after the lines given to csv.reader: after a complete record it is a record of
+# its own; a record still inside a quoted field takes it in. (No delimiter, quote or
+# line break in it.)
+_SENTINEL = "\uffff\n"
 
 
 class CsvFeed:
@@ -427,10 +461,10 @@ class CsvFeed:
         self._pending: list[str] = []  # the lines of a record not complete yet
         self.blank = True  # nothing but whitespace so far
 
-    def feed(self, data: bytes) -> list[Row]:
+    def feed(self, data: bytes) -> Rows:
         return self._rows(self._decoded(data, final=False), final=False)
 
-    def finish(self) -> list[Row]:
+    def finish(self) -> Rows:
         return self._rows(self._decoded(b"", final=True), final=True)
 
     def _decoded(self, data: bytes, *, final: bool) -> str:
@@ -439,33 +473,37 @@ class CsvFeed:
         except NotText as e:
             raise ReadError(f"{self.path}: not UTF-8 text (byte {e.byte})") from None
 
-    def _rows(self, text: str, *, final: bool) -> list[Row]:
+    def _rows(self, text: str, *, final: bool) -> Rows:
         if self.blank and text.strip():
             self.blank = False
         lines = self._pending + io.StringIO(text, newline="").readlines() if text else self._pending
-        source = _Lines(lines)
-        reader = csv.reader(source, delimiter=self.delimiter)
-        rows: list[Row] = []
+        n = len(lines)
+        reader = csv.reader(lines if final else [*lines, _SENTINEL], delimiter=self.delimiter)
+        rows = Rows()
+        base = self.lineno
         done = 0  # lines of the records read
         try:
             for cells in reader:
-                if source.starved and not final:
-                    break  # its quoted field goes on in bytes not fed yet
-                first, done = done, source.taken
+                first, done = done, reader.line_num
+                if done > n:  # the sentinel, or a record whose quoted field goes on past it
+                    done = first
+                    break
                 if self.header is None:
                     self.header = [h.strip() for h in cells]
                     continue
                 if not cells or not any(c.strip() for c in cells):
                     continue
                 header = self.header
-                note = (f"line {self.lineno + first + 1}: {len(cells)} cells, header has {len(header)}"
-                        if len(cells) != len(header) else None)
-                span = Span(self.lineno + first, 0, self.lineno + done - 1, len(lines[done - 1].rstrip("\r\n")))
-                rows.append(Row({h: c.strip() for h, c in zip(header, cells)}, span, note))
+                if len(cells) != len(header):
+                    rows.notes[len(rows)] = f"line {base + first + 1}: {len(cells)} cells, header has {len(header)}"
+                rows.values.append({h: c.strip() for h, c in zip(header, cells)})
+                rows.lines.append(base + first)
+                rows.end_lines.append(base + done - 1)
+                rows.end_chars.append(len(lines[done - 1].rstrip("\r\n")))
         except csv.Error as e:
             if self.header is None:
                 raise ReadError(f"{self.path}: no CSV header ({e})") from None
-            raise ReadError(f"{self.path}:{self.lineno + source.taken}: malformed CSV ({e})") from None
+            raise ReadError(f"{self.path}:{base + reader.line_num}: malformed CSV ({e})") from None
         self._pending = lines[done:]
         self.lineno += done
         return rows
@@ -476,7 +514,7 @@ def read_metrics_csv(path: str | Path, data: bytes | None = None, *,
     p = Path(path)
     data = file_data(p, data)
     feed = CsvFeed(str(path), "\t" if p.suffix.lower() == ".tsv" else ",")
-    rows = feed_all(feed, data)
+    rows = _joined(feed_all(feed, data))
     if feed.blank:
         raise ReadError(f"{path}: empty file")
     if feed.header is None:

@@ -93,7 +93,7 @@ def read_mlflow_run(folder: str | Path, *, columns: Mapping[str, str] | None = N
             data = path.read_bytes()
         except OSError as e:
             raise ReadError(f"{path}: cannot read ({e})") from None
-        for point in feed_all(MetricFileFeed(str(path)), data):
+        for point in (p for batch in feed_all(MetricFileFeed(str(path)), data) for p in batch):
             record = len(starts)
             starts.append(point.line)
             widths.append(point.width)
