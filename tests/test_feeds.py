@@ -243,3 +243,25 @@ def test_a_batch_indexes_like_the_list_of_its_records(fmt):
     assert list(batch[1:]) == records[1:]
     with pytest.raises(IndexError):
         batch[len(batch)]
+
+
+def test_watch_says_what_doctor_says_of_an_unreadable_csv_until_it_is_rewritten(tmp_path):
+    log = tmp_path / "metrics.csv"
+    good = "step,loss\n" + "".join(f"{s},{2.0 / (1 + s / 50):.6f}\n" for s in range(1, 40))
+    log.write_bytes(good.encode() + b"40,\xff\n")
+    w = Watch(log, Config(), WatchOptions(interval=0.0), out=io.StringIO(), err=io.StringIO())
+    w.poll_once()
+    whole = judge_file(log, Config())
+    assert whole.verdict.value == "NOT-CHECKED"
+    report = w.logs[str(log)].report
+    assert report is not None and report_json(report) == report_json(whole)
+    with log.open("ab") as fh:  # more rows do not make the log readable
+        fh.write(b"41,1.0\n")
+    w.poll_once()
+    report = w.logs[str(log)].report
+    assert report is not None and report.verdict.value == "NOT-CHECKED"
+    log.write_text(good, encoding="utf-8")  # rewritten from the start: read afresh
+    w.poll_once()
+    report = w.logs[str(log)].report
+    assert report is not None and report_json(report) == report_json(judge_file(log, Config()))
+    assert report.verdict.value != "NOT-CHECKED"

@@ -150,12 +150,12 @@ class _LineTailer(_Tailer):
         self.unreadable = ""
 
     def poll(self) -> Poll:
-        if self.unreadable:
-            return Poll(error=self.unreadable)
         got = self._read_new()
         if got is None:
             return Poll(error=f"{self.path}: cannot read (gone or not readable)")
         data, restarted = got
+        if self.unreadable:  # (a file rewritten from the start is read afresh: see _restart)
+            return Poll(error=self.unreadable)
         if not data:
             return Poll(grew=restarted, replaced=restarted)
         start = self.offset - len(data)

@@ -90,12 +90,12 @@ class PointSink(Protocol):
     def add(self, name: str, source: str, step: int, value: float, record: int) -> None: ...
 
 
-def record_spans(spans: Sequence[Span], files: tuple[int, ...] = ()) -> RecordSpans:
+def record_spans(spans: Sequence[Span]) -> RecordSpans:
     """One Span per record -> the Run's parallel position columns."""
     return RecordSpans(start_lines=tuple(s.start_line for s in spans),
                        start_chars=tuple(s.start_char for s in spans),
                        end_lines=tuple(s.end_line for s in spans),
-                       end_chars=tuple(s.end_char for s in spans), files=files)
+                       end_chars=tuple(s.end_char for s in spans))
 
 
 class ByteLines:
@@ -256,11 +256,6 @@ class Columns:
         self.steps[name].append(step)
         self.values[name].append(value)
         self.records[name].append(record)
-
-    def extend(self, name: str, source: str, steps: list[int], values: list[float],
-               records: list[int]) -> None:
-        for step, value, record in zip(steps, values, records):
-            self.add(name, source, step, value, record)
 
     def series(self) -> dict[str, Series]:
         out = {
