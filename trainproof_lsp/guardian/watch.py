@@ -55,7 +55,7 @@ from typing import Any, Mapping, TextIO
 from ..core.config import Config
 from ..readers.detect import HEAD_BYTES, Detected, detect
 from ..judge.engine import event_file_findings, not_checked, read_run
-from ..core.model import Finding, NotJudged, Outcome, ReadError, Report, Verdict
+from ..core.model import Finding, NotJudged, Outcome, ReadError, Report, Span, Verdict
 from ..readers.metrics import CsvFeed, GrowingRowMapping, JsonlFeed, map_columns
 from ..readers.tensorboard import normalise_tag, split_of
 from ..readers.trainer_state import read_trainer_state
@@ -170,11 +170,15 @@ class _LineTailer(_Tailer):
             return Poll(grew=True, error=self.unreadable)
         live = self.live
         numbered = []
-        for row in rows:
-            record = live.new_record(span=row.span())
-            if row.note is not None:
-                live.notes.append((record, row.note))
-            numbered.append((record, row.values))
+        # (The batch's columns, read directly: a Row object per row would cost more than
+        # the row's own parsing.)
+        for i, (values, line, end_line, end_char) in enumerate(
+                zip(rows.values, rows.lines, rows.end_lines, rows.end_chars)):
+            record = live.new_record(span=Span(line, 0, end_line, end_char))
+            note = rows.notes.get(i)
+            if note is not None:
+                live.notes.append((record, note))
+            numbered.append((record, values))
         if self.mapping.put(numbered, live, live.notes):
             live.unmapped = self.mapping.mapping.unmapped()
         if isinstance(self.rows, JsonlFeed):
