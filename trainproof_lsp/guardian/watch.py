@@ -3,9 +3,12 @@
 Reading only what is new
 ------------------------
 - metric JSONL / CSV / TSV: a byte offset per file; each poll reads the bytes appended
-  since, splits them at the last newline and keeps the partial last line for the next
-  poll. Rows map onto series through the metric reader's alias table (`map_columns`),
-  row by row as `readers/metrics.py` does (a test checks the two agree).
+  since and feeds them to the format's reader in its incremental form (`JsonlFeed`,
+  `CsvFeed` in readers/metrics.py: the whole-file read is the same object fed the whole
+  file), which keeps a partial last line for the next poll. Rows map onto series through
+  the reader's `RowMapping`, computed again when a new column name appears (a test checks
+  watch and the whole-file read agree). A log the reader cannot read (not UTF-8, a
+  malformed CSV) is NOT-CHECKED, as `doctor` says, until it is rewritten from the start.
 - TensorBoard event files: the offset of the end of the last complete record; appended
   records are scanned with `scan_event_bytes` (a record cut by the writer is read on a
   later poll). Records that carry a tag's `scalars` plugin metadata are kept (a few
@@ -40,8 +43,6 @@ Exit codes come from cli.exit_code over the final reports: 1 FAIL, 2 not judged,
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import struct
 import sys
@@ -51,15 +52,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, TextIO
 
-import msgspec
-
 from ..core.config import Config
 from ..core.formats import checkpoint_step, is_skipped_folder, is_watched_log
 from ..readers.detect import HEAD_BYTES, Detected, detect
 from ..judge.engine import event_file_findings, not_checked, read_run
 from ..core.model import Finding, NotJudged, Outcome, ReadError, Report, Span, Verdict
-from ..readers.common import decode_json, to_float, to_step
-from ..readers.metrics import map_columns, row_columns, split_column
+from ..readers.metrics import CsvFeed, GrowingRowMapping, JsonlFeed, map_columns
 from ..readers.tensorboard import normalise_tag, split_of
 from ..readers.trainer_state import read_trainer_state
 from ..readers.tfevents import scan_event_bytes
@@ -81,48 +79,6 @@ class Poll:
     replaced: bool = False  # the whole run was read again: evaluate in full
     error: str | None = None  # could not be read (a NOT-CHECKED reason)
     extra: tuple[Finding, ...] = ()
-
-
-class _RowMapper:
-    """Rows of named values -> points, as readers/metrics.py `_build` maps them, with a
-    column mapping that is recomputed only when a new column name appears."""
-
-    def __init__(self, column_map: Mapping[str, str] | None = None) -> None:
-        self.column_map = column_map  # the `columns` setting
-        self.names: dict[str, None] = {}
-        self.chosen: dict[str, str] = {}
-        self.step_col: str | None = None
-        self.split_col: str | None = None
-
-    def add(self, live: LiveRun, row: dict[str, Any], record: int) -> None:
-        if any(k not in self.names for k in row):
-            for k in row:
-                self.names.setdefault(k, None)
-            self.chosen, self.step_col = map_columns(self.names, self.column_map)
-            self.split_col = split_column(self.names)
-            used = set(self.chosen.values()) | ({self.step_col} if self.step_col else set())
-            live.unmapped = tuple(n for n in self.names if n not in used)
-        if self.step_col is not None:
-            raw = row.get(self.step_col)
-            if raw is None or raw == "":
-                if any(row.get(c) not in (None, "") for c in self.chosen.values()):
-                    live.notes.append((record, f"row has metrics but no {self.step_col}; not used"))
-                return
-            step = to_step(raw)
-            if step is None:
-                live.notes.append((record, f"{self.step_col} is {raw!r}, not an integer step; not used"))
-                return
-        else:
-            step = record
-        for series, col, source in row_columns(self.chosen, self.split_col, row):
-            raw = row.get(col)
-            if raw is None or raw == "":
-                continue
-            v = to_float(raw)
-            if v is None:
-                live.notes.append((record, f"{col} is {raw!r}, not a number; not used"))
-                continue
-            live.add(series, source, step, v, record)
 
 
 class _Tailer:
@@ -178,115 +134,59 @@ class _Tailer:
 
 
 class _LineTailer(_Tailer):
-    """JSONL and CSV/TSV: complete lines from the appended bytes."""
+    """JSONL and CSV/TSV: the appended bytes fed to the format's reader (its incremental
+    form, the one the whole-file read uses); rows mapped onto series as they come."""
 
     def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None) -> None:
         super().__init__(path, fmt, column_map)
-        self.pending = b""
-        self.lineno = 0  # lines consumed so far
-        self.mapper = _RowMapper(column_map)
-        self.header: list[str] | None = None
-        self.bad = 0
-        self.first_bad: int | None = None
-        self.delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-        self.binary = ""
+        self.rows: JsonlFeed | CsvFeed = (
+            CsvFeed(str(path), "\t" if path.suffix.lower() == ".tsv" else ",") if fmt == "metrics-csv"
+            else JsonlFeed(str(path)))
+        self.mapping = GrowingRowMapping(column_map)
+        # Why the log cannot be read (as the whole-file read would say), until it is
+        # rewritten from the start.
+        self.unreadable = ""
 
     def poll(self) -> Poll:
-        if self.binary:
-            return Poll(error=self.binary)
         got = self._read_new()
         if got is None:
             return Poll(error=f"{self.path}: cannot read (gone or not readable)")
         data, restarted = got
+        if self.unreadable:  # (a file rewritten from the start is read afresh: see _restart)
+            return Poll(error=self.unreadable)
         if not data:
             return Poll(grew=restarted, replaced=restarted)
         start = self.offset - len(data)
         if start < HEAD_BYTES and b"\x00" in data[: HEAD_BYTES - start]:
             # As the readers judge a whole file: NUL bytes at its start make it no text log.
-            self.binary = f"{self.path}: binary data (NUL bytes), not a text log"
-            return Poll(grew=True, error=self.binary)
-        buf = self.pending + data
-        cut = buf.rfind(b"\n")
-        if cut < 0:
-            self.pending = buf
-            return Poll(grew=True, replaced=restarted)
-        complete, self.pending = buf[: cut + 1], buf[cut + 1 :]
-        if self.fmt == "metrics-csv":
-            error = self._csv_lines(complete)
-        else:
-            self._jsonl_lines(complete)
-            error = None
-        return Poll(grew=True, replaced=restarted, error=error)
-
-    # JSONL: {"step": 5, "loss": 1.98, ...} per line (readers/metrics.py read_metrics_jsonl).
-    def _jsonl_lines(self, complete: bytes) -> None:
-        live = self.live
-        decode = _DECODE.decode
-        for raw in complete.split(b"\n")[:-1]:
-            lineno = self.lineno
-            self.lineno += 1
-            line = raw.rstrip(b"\r")
-            if lineno == 0 and line.startswith(b"\xef\xbb\xbf"):
-                line = line[3:]
-            if not line.strip():
-                continue
-            try:
-                obj = decode(line)
-            except msgspec.DecodeError:
-                try:
-                    obj = decode_json(line, str(self.path))  # NaN/Infinity tokens
-                except ReadError:
-                    obj = None
-            if not isinstance(obj, dict):
-                self._bad(lineno)
-                continue
-            span = Span(lineno, 0, lineno, len(line.decode("utf-8", "replace")))
-            self.mapper.add(live, obj, live.new_record(span=span))
-
-    def _bad(self, lineno: int) -> None:
-        self.bad += 1
-        if self.first_bad is None:
-            self.first_bad = lineno
-        self.live.lead_notes["bad-lines"] = (
-            -1, f"{self.bad} line(s) are not JSON objects and were not used, first at line {self.first_bad + 1}")
-
-    # CSV: a header line, then rows that fill the columns logged at that step.
-    def _csv_lines(self, complete: bytes) -> str | None:
+            self.unreadable = f"{self.path}: binary data (NUL bytes), not a text log"
+            return Poll(grew=True, error=self.unreadable)
         try:
-            text = complete.decode("utf-8-sig" if self.lineno == 0 else "utf-8")
-        except UnicodeDecodeError as e:
-            return f"{self.path}: not UTF-8 text (byte {e.start} of the appended part)"
-        lines = text.split("\n")[:-1]
-        base = self.lineno
-        self.lineno += len(lines)
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter)
+            rows = self.rows.feed(data)
+        except ReadError as e:
+            self.unreadable = str(e)
+            return Poll(grew=True, error=self.unreadable)
         live = self.live
-        try:
-            consumed = 0
-            for cells in reader:
-                first, consumed = consumed, reader.line_num
-                last = consumed - 1
-                if self.header is None:
-                    self.header = [h.strip() for h in cells]
-                    continue
-                if not cells or not any(c.strip() for c in cells):
-                    continue
-                header = self.header
-                if len(cells) != len(header):
-                    note = f"line {base + first + 1}: {len(cells)} cells, header has {len(header)}"
-                    live.notes.append((live.records, note))
-                end = len(lines[last].rstrip("\r")) if last < len(lines) else 0
-                record = live.new_record(span=Span(base + first, 0, base + last, end))
-                self.mapper.add(live, {h: c.strip() for h, c in zip(header, cells)}, record)
-        except csv.Error as e:
-            return f"{self.path}:{base + reader.line_num}: malformed CSV ({e})"
-        return None
+        numbered = []
+        # (The batch's columns, read directly: a Row object per row would cost more than
+        # the row's own parsing.)
+        for i, (values, line, end_line, end_char) in enumerate(
+                zip(rows.values, rows.lines, rows.end_lines, rows.end_chars)):
+            record = live.new_record(span=Span(line, 0, end_line, end_char))
+            note = rows.notes.get(i)
+            if note is not None:
+                live.notes.append((record, note))
+            numbered.append((record, values))
+        if self.mapping.put(numbered, live, live.notes):
+            live.unmapped = self.mapping.mapping.unmapped()
+        if isinstance(self.rows, JsonlFeed):
+            bad = self.rows.bad_lines_note()
+            if bad is not None:
+                live.lead_notes["bad-lines"] = bad
+        return Poll(grew=True, replaced=restarted)
 
     def columns(self) -> tuple[str, ...]:
-        return tuple(self.mapper.names)
-
-
-_DECODE = msgspec.json.Decoder()
+        return tuple(self.mapping.mapping.names)
 
 
 class _EventTailer(_Tailer):
@@ -441,7 +341,7 @@ class _Watched:
     tailer: _Tailer
     judge: IncrementalJudge
     report: Report | None = None
-    said: tuple | None = None
+    said: tuple[Any, ...] | None = None
     last_growth: float = 0.0
     stalled: bool = False
     fail_since: int | None = None  # records at the first FAIL of the current streak

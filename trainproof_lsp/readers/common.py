@@ -1,13 +1,191 @@
 """Small pieces every metric reader needs: value coercion, JSON decoding with a
-position on error, and building a Run from parallel columns."""
+position on error, building a Run from parallel columns, and the incremental form every
+text log reader takes (`Feed`).
+
+One reader, one code path
+-------------------------
+A text log reader is an object with `feed(data) -> new records` and `finish() -> the
+last records`, modelled on TensorBoard's resumable event-file loader: each `feed` returns
+what the bytes given so far complete and keeps a partial last line (or a record still
+open) for the next call; `finish` says the file ends here. The whole-file read
+(`read_metrics_jsonl` and the rest) is `feed_all`: the file fed through the same object;
+`watch` feeds each tailed file's appended bytes to one. So a file fed in pieces of any
+size, cut inside a line, a CRLF or a UTF-8 character, gives exactly the records and
+line numbers of the whole-file read (tests/test_feeds.py). A feed hands its records back
+as a `Batch`: a sequence held as parallel columns, so the whole-file read costs no object
+per record.
+"""
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, overload
 
-from ..core.model import ReadError, Series, Span
+from ..core.model import ReadError, RecordSpans, Series, Span
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Feed(Protocol[T_co]):
+    """The incremental form of a reader (see the module doc)."""
+
+    def feed(self, data: bytes) -> Sequence[T_co]:
+        """The records the bytes so far complete (and not returned before)."""
+        ...
+
+    def finish(self) -> Sequence[T_co]:
+        """The records the end of the file completes (a last line without a newline)."""
+        ...
+
+
+class Batch(Sequence[T]):
+    """The records one `feed` call gives, held as parallel columns: no object per record,
+    which keeps a whole-file read as fast as a plain loop (an object per record, holding
+    its dict or tuple, doubles what the cyclic garbage collector walks). A subclass says
+    how many there are (`__len__`) and builds the one asked for (`record`)."""
+
+    def record(self, i: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | Sequence[T]:
+        n = len(self)
+        if isinstance(i, slice):
+            return [self.record(j) for j in range(*i.indices(n))]
+        if not -n <= i < n:
+            raise IndexError(i)
+        return self.record(i + n if i < 0 else i)
+
+
+# The whole-file read feeds a file in pieces of this size: the lines of one piece are
+# split and decoded at once (C speed), and no piece is copied more than once.
+FULL_READ_CHUNK = 1 << 22
+
+
+def feed_all(feed: Feed[T], data: bytes, chunk: int = FULL_READ_CHUNK) -> list[Sequence[T]]:
+    """Every record of a whole file, in the batches its `feed` calls and `finish` gave:
+    `data` fed through `feed`, then its end."""
+    view = memoryview(data)
+    batches = [feed.feed(bytes(view[start:start + chunk])) for start in range(0, len(data), chunk)]
+    batches.append(feed.finish())
+    return batches
+
+
+def file_data(path: Path, data: bytes | None) -> bytes:
+    """The bytes to read: those given (an editor's buffer), else the file's."""
+    return path.read_bytes() if data is None else data
+
+
+class PointSink(Protocol):
+    """Where a reader puts points: `Columns` for a whole read, a growing run in `watch`."""
+
+    def add(self, name: str, source: str, step: int, value: float, record: int) -> None: ...
+
+
+def record_spans(spans: Sequence[Span]) -> RecordSpans:
+    """One Span per record -> the Run's parallel position columns."""
+    return RecordSpans(start_lines=tuple(s.start_line for s in spans),
+                       start_chars=tuple(s.start_char for s in spans),
+                       end_lines=tuple(s.end_line for s in spans),
+                       end_chars=tuple(s.end_char for s in spans))
+
+
+class ByteLines:
+    """Complete lines of a byte stream fed in pieces: split at b"\n" (the newline
+    dropped, a CR before it kept), the partial last line held for the next piece, as
+    `data.split(b"\n")` splits the whole."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buf = self._tail + data if self._tail else data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            self._tail = buf
+            return []
+        self._tail = buf[cut + 1:]
+        return buf[:cut].split(b"\n")
+
+    def finish(self) -> list[bytes]:
+        """The last line (empty when the file ends with a newline)."""
+        tail, self._tail = self._tail, b""
+        return [tail]
+
+
+_BOM = codecs.BOM_UTF8
+
+
+class TextUpToNewline:
+    """A byte stream fed in pieces, decoded: each `feed` returns the text up to and
+    including the last "\n" (a UTF-8 character or a CRLF cut between pieces waits for
+    the next one); `finish` returns the rest.
+
+    A decoding error is `NotText`, its byte counted as the whole-file
+    `data.decode(encoding)` counts it (for utf-8-sig: after the BOM)."""
+
+    def __init__(self, encoding: str = "utf-8", errors: str = "strict") -> None:
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors)
+        self._sig = encoding == "utf-8-sig"
+        self._fed = 0  # bytes given so far
+        self._head = b""  # the first bytes (does the file start with a BOM?)
+        self._tail = ""
+
+    def _decode(self, data: bytes, final: bool) -> str:
+        buffered = len(self._decoder.getstate()[0])
+        try:
+            text = self._decoder.decode(data, final)
+        except UnicodeDecodeError as e:
+            done = self._fed - buffered
+            if self._sig and self._head.startswith(_BOM) and done >= len(_BOM):
+                done -= len(_BOM)
+            raise NotText(e.start + done, decode_error_text(e, done)) from None
+        if len(self._head) < len(_BOM):
+            self._head = (self._head + data)[:len(_BOM)]
+        self._fed += len(data)
+        return text
+
+    def feed(self, data: bytes) -> str:
+        text = self._decode(data, False)
+        if self._tail:
+            text = self._tail + text
+        cut = text.rfind("\n") + 1
+        self._tail = text[cut:]
+        return text[:cut]
+
+    def finish(self) -> str:
+        text = self._tail + self._decode(b"", True)
+        self._tail = ""
+        return text
+
+
+class NotText(Exception):
+    """Bytes that do not decode: `byte` as the whole-file decode counts it, `detail` as
+    Python words the error."""
+
+    def __init__(self, byte: int, detail: str) -> None:
+        super().__init__(detail)
+        self.byte = byte
+        self.detail = detail
+
+
+def decode_error_text(e: UnicodeDecodeError, shift: int = 0) -> str:
+    """str(e) for a decode error at `shift` bytes further into the file, as Python says
+    it ("'utf-8' codec can't decode byte 0xff in position 12: invalid start byte")."""
+    start, end = e.start + shift, e.end + shift
+    if e.end == e.start + 1:
+        return f"'{e.encoding}' codec can't decode byte 0x{e.object[e.start]:02x} in position {start}: {e.reason}"
+    return f"'{e.encoding}' codec can't decode bytes in position {start}-{end - 1}: {e.reason}"
 
 # Strings some loggers write for non-finite numbers ("NaN" in JSONL written by hand or by
 # loggers that quote them; "inf" from str(float)).
@@ -80,15 +258,6 @@ class Columns:
         self.steps[name].append(step)
         self.values[name].append(value)
         self.records[name].append(record)
-
-    def extend(self, name: str, source: str, steps: list[int], values: list[float],
-               records: list[int]) -> None:
-        if name not in self.steps:
-            self.steps[name], self.values[name], self.records[name] = [], [], []
-            self.source[name] = source
-        self.steps[name].extend(steps)
-        self.values[name].extend(values)
-        self.records[name].extend(records)
 
     def series(self) -> dict[str, Series]:
         out = {

@@ -24,14 +24,15 @@ import csv
 import io
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import msgspec
 
 from ..core.model import (DATA_TIME, EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, STEP_TIME, THROUGHPUT,
                      ReadError, RecordSpans, Run, RunMeta, Span)
 from . import adjacent
-from .common import Columns, decode_json, to_float, to_step
+from .common import (Batch, ByteLines, Columns, NotText, PointSink, TextUpToNewline, decode_json, feed_all, file_data,
+                     record_spans, to_float, to_step)
 from .jsonpos import array_start, element_ranges
 
 # Canonical series -> column names, most specific first. Matching ignores case.
@@ -187,115 +188,244 @@ def no_loss_error(path: str, names: Iterable[str], what: str = "column") -> Read
                      f"or `--column loss={example}`")
 
 
+class RowMapping:
+    """Rows of named values -> points, for one set of column names: which column is which
+    series (`map_columns`), the step column, the split column (long format)."""
+
+    def __init__(self, names: Iterable[str], columns_map: Mapping[str, str] | None = None) -> None:
+        self.names: dict[str, None] = dict.fromkeys(names)
+        self.chosen, self.step_col = map_columns(self.names, columns_map)
+        self.split_col = split_column(self.names)
+
+    def has_loss(self) -> bool:
+        return LOSS in self.chosen or EVAL_LOSS in self.chosen
+
+    def unmapped(self) -> tuple[str, ...]:
+        used = set(self.chosen.values()) | ({self.step_col} if self.step_col else set())
+        return tuple(n for n in self.names if n not in used)
+
+    def put(self, rows: Iterable[tuple[int, Mapping[str, Any]]], sink: PointSink,
+            notes: list[tuple[int, str]]) -> None:
+        """The points of rows (record index, row) into `sink`; what cannot be used, into
+        `notes`. (One loop over many rows: the hot path of a whole-file read.)"""
+        step_col, chosen, split_col = self.step_col, self.chosen, self.split_col
+        add = sink.add
+        for record, row in rows:
+            if step_col is not None:
+                raw = row.get(step_col)
+                if raw is None or raw == "":
+                    # Lightning rows always carry a step; a row without one cannot be placed.
+                    if any(row.get(c) not in (None, "") for c in chosen.values()):
+                        notes.append((record, f"row has metrics but no {step_col}; not used"))
+                    continue
+                step = to_step(raw)
+                if step is None:
+                    notes.append((record, f"{step_col} is {raw!r}, not an integer step; not used"))
+                    continue
+            else:
+                step = record
+            for series, col, source in row_columns(chosen, split_col, row):
+                raw = row.get(col)
+                if raw is None or raw == "":
+                    continue
+                v = to_float(raw)
+                if v is None:
+                    notes.append((record, f"{col} is {raw!r}, not a number; not used"))
+                    continue
+                add(series, source, step, v, record)
+
+
+class GrowingRowMapping:
+    """A RowMapping for a log that grows (`watch`): computed again when a row brings a
+    column name not seen before, so earlier rows keep the mapping they were read with."""
+
+    def __init__(self, columns_map: Mapping[str, str] | None = None) -> None:
+        self.columns_map = columns_map
+        self.mapping = RowMapping((), columns_map)
+
+    def put(self, rows: Sequence[tuple[int, Mapping[str, Any]]], sink: PointSink,
+            notes: list[tuple[int, str]]) -> bool:
+        """As RowMapping.put; True when the mapping changed (new column names)."""
+        changed = False
+        start = 0
+        for i, (_, row) in enumerate(rows):
+            names = self.mapping.names
+            if any(k not in names for k in row):
+                self.mapping.put(rows[start:i], sink, notes)
+                self.mapping = RowMapping([*names, *row], self.columns_map)
+                start, changed = i, True
+        self.mapping.put(rows[start:], sink, notes)
+        return changed
+
+
+class Row(NamedTuple):
+    """One record of a metric log: its named values as read (numbers, or CSV text), the
+    lines it stands on (from column 0 of `line` to `end_char` of `end_line`), and what the
+    reader noticed about it (a CSV row whose cell count is not the header's)."""
+
+    values: dict[str, Any]
+    line: int
+    end_line: int
+    end_char: int
+    note: str | None = None
+
+    def span(self) -> Span:
+        return Span(self.line, 0, self.end_line, self.end_char)
+
+
+class Rows(Batch[Row]):
+    """The rows one `feed` call gives, as parallel columns (common.Batch)."""
+
+    def __init__(self) -> None:
+        self.values: list[dict[str, Any]] = []
+        self.lines: list[int] = []
+        self.end_lines: list[int] = []
+        self.end_chars: list[int] = []
+        self.notes: dict[int, str] = {}  # index of the row -> note
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def record(self, i: int) -> Row:
+        return Row(self.values[i], self.lines[i], self.end_lines[i], self.end_chars[i], self.notes.get(i))
+
+    def extend(self, more: Rows) -> None:
+        n = len(self)
+        self.notes.update((i + n, note) for i, note in more.notes.items())
+        self.values.extend(more.values)
+        self.lines.extend(more.lines)
+        self.end_lines.extend(more.end_lines)
+        self.end_chars.extend(more.end_chars)
+
+
+def _joined(batches: Iterable[Sequence[Row]]) -> Rows:
+    """The batches of JsonlFeed or CsvFeed (each a Rows) as one."""
+    out = Rows()
+    for batch in batches:
+        assert isinstance(batch, Rows)
+        out.extend(batch)
+    return out
+
+
 def _build(path: Path, fmt: str, rows: list[dict[str, Any]], spans: RecordSpans,
            notes: list[tuple[int, str]], columns_map: Mapping[str, str] | None = None) -> Run:
     names: dict[str, None] = {}
     for r in rows:
         for k in r:
             names.setdefault(k, None)
-    chosen, step_col = map_columns(names, columns_map)
-    if LOSS not in chosen and EVAL_LOSS not in chosen:
+    mapping = RowMapping(names, columns_map)
+    if not mapping.has_loss():
         raise no_loss_error(str(path), names)
     columns = Columns()
-    split_col = split_column(names)
-    for i, row in enumerate(rows):
-        if step_col is not None:
-            raw = row.get(step_col)
-            if raw is None or raw == "":
-                # Lightning rows always carry a step; a row without one cannot be placed.
-                if any(row.get(c) not in (None, "") for c in chosen.values()):
-                    notes.append((i, f"row has metrics but no {step_col}; not used"))
-                continue
-            step = to_step(raw)
-            if step is None:
-                notes.append((i, f"{step_col} is {raw!r}, not an integer step; not used"))
-                continue
-        else:
-            step = i
-        for series, col, source in row_columns(chosen, split_col, row):
-            raw = row.get(col)
-            if raw is None or raw == "":
-                continue
-            v = to_float(raw)
-            if v is None:
-                notes.append((i, f"{col} is {raw!r}, not a number; not used"))
-                continue
-            columns.add(series, source, step, v, i)
+    mapping.put(enumerate(rows), columns, notes)
     classes, config = adjacent.find_num_classes(path)
-    used = set(chosen.values()) | ({step_col} if step_col else set())
     return Run(
         path=str(path), format=fmt, series=columns.series(), record_spans=spans,
         meta=RunMeta(checkpoint_steps=adjacent.checkpoint_steps(adjacent.run_root(path)),
                      vocab_size=classes, vocab_source=config),
-        sources=(str(path),), unmapped=tuple(n for n in names if n not in used),
-        notes=tuple(notes),
+        sources=(str(path),), unmapped=mapping.unmapped(), notes=tuple(notes),
     )
+
+
+def _build_rows(path: Path, fmt: str, rows: Rows, notes: list[tuple[int, str]],
+                columns_map: Mapping[str, str] | None) -> Run:
+    """A Run from the rows a feed gave: their notes first, then the mapping's."""
+    notes.extend(sorted(rows.notes.items()))
+    spans = RecordSpans(start_lines=tuple(rows.lines), start_chars=(0,) * len(rows),
+                        end_lines=tuple(rows.end_lines), end_chars=tuple(rows.end_chars))
+    return _build(path, fmt, rows.values, spans, notes, columns_map)
 
 
 _DECODE = msgspec.json.Decoder()
 
 
+class JsonlFeed:
+    """Metric JSONL, incrementally (common.Feed): one JSON object a line,
+    `{"step": 5, "loss": 1.98, "lr": 0.0002}`. A line that is not a JSON object is
+    counted (`bad`, `first_bad`) and passed over; blank lines are passed over."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path  # named in the errors of lines that are not JSON
+        self._lines = ByteLines()
+        self.lineno = 0  # lines taken so far
+        self.bad = 0
+        self.first_bad: tuple[int, str] | None = None  # (line, why)
+        self.blank = True  # nothing but whitespace so far
+
+    def feed(self, data: bytes) -> Rows:
+        if self.blank and data.strip():
+            self.blank = False
+        return self._rows(self._lines.feed(data))
+
+    def finish(self) -> Rows:
+        return self._rows(self._lines.finish())
+
+    def _rows(self, lines: list[bytes]) -> Rows:
+        rows = Rows()
+        values, starts, ends, widths = rows.values, rows.lines, rows.end_lines, rows.end_chars
+        first = self.lineno
+        self.lineno += len(lines)
+        for lineno, raw in enumerate(lines, first):
+            line = raw.rstrip(b"\r")
+            if lineno == 0 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+            if not line.strip():
+                continue
+            try:
+                obj = _DECODE.decode(line)
+            except msgspec.DecodeError:
+                try:
+                    obj = decode_json(line, self.path)  # NaN/Infinity tokens
+                except ReadError as e:
+                    self._bad(lineno, str(e).split(": ", 1)[-1])
+                    continue
+            if not isinstance(obj, dict):
+                self._bad(lineno, "not a JSON object")
+                continue
+            values.append(obj)
+            starts.append(lineno)
+            ends.append(lineno)
+            widths.append(len(line.decode("utf-8", "replace")))
+        return rows
+
+    def _bad(self, lineno: int, why: str) -> None:
+        self.bad += 1
+        if self.first_bad is None:
+            self.first_bad = (lineno, why)
+
+    def bad_lines_note(self) -> tuple[int, str] | None:
+        """The note about the whole log that leads its notes, once a line was not used."""
+        if not self.bad or self.first_bad is None:
+            return None
+        return (-1, f"{self.bad} line(s) are not JSON objects and were not used, first at line "
+                    f"{self.first_bad[0] + 1}")
+
+
 def read_metrics_jsonl(path: str | Path, data: bytes | None = None, *,
                        columns: Mapping[str, str] | None = None) -> Run:
     p = Path(path)
-    if data is None:
-        data = p.read_bytes()
-    if not data.strip():
+    data = file_data(p, data)
+    feed = JsonlFeed(str(path))
+    rows = _joined(feed_all(feed, data))
+    if feed.blank:
         raise ReadError(f"{path}: empty file")
-    rows: list[dict[str, Any]] = []
-    sl: list[int] = []
-    sc: list[int] = []
-    el: list[int] = []
-    ec: list[int] = []
-    notes: list[tuple[int, str]] = []
-    bad = 0
-    first_bad: tuple[int, str] | None = None
-    for lineno, raw in enumerate(data.split(b"\n")):
-        line = raw.rstrip(b"\r")
-        if lineno == 0 and line.startswith(b"\xef\xbb\xbf"):
-            line = line[3:]
-        if not line.strip():
-            continue
-        try:
-            obj = _DECODE.decode(line)
-        except msgspec.DecodeError:
-            try:
-                obj = decode_json(line, str(path))  # NaN/Infinity tokens
-            except ReadError as e:
-                bad += 1
-                first_bad = first_bad or (lineno, str(e).split(": ", 1)[-1])
-                continue
-        if not isinstance(obj, dict):
-            bad += 1
-            first_bad = first_bad or (lineno, "not a JSON object")
-            continue
-        rows.append(obj)
-        sl.append(lineno)
-        sc.append(0)
-        el.append(lineno)
-        ec.append(len(line.decode("utf-8", "replace")))
     if not rows:
-        if first_bad is not None:
-            raise ReadError(f"{path}:{first_bad[0] + 1}: no readable JSON line ({first_bad[1]})",
-                            span=Span(first_bad[0], 0, first_bad[0], 0))
+        if feed.first_bad is not None:
+            line, why = feed.first_bad
+            raise ReadError(f"{path}:{line + 1}: no readable JSON line ({why})", span=Span(line, 0, line, 0))
         raise ReadError(f"{path}: no records")
-    if bad:
-        notes.append((-1, f"{bad} line(s) are not JSON objects and were not used, first at line "
-                          f"{first_bad[0] + 1 if first_bad else '?'}"))
-    spans = RecordSpans(start_lines=tuple(sl), start_chars=tuple(sc), end_lines=tuple(el),
-                        end_chars=tuple(ec))
-    return _build(p, "metrics-jsonl", rows, spans, notes, columns)
+    bad = feed.bad_lines_note()
+    return _build_rows(p, "metrics-jsonl", rows, [bad] if bad else [], columns)
 
 
 def read_metrics_json_array(path: str | Path, data: bytes | None = None, *,
                             columns: Mapping[str, str] | None = None) -> Run:
+    """A JSON array of records: one document, read whole (also when it grows)."""
     p = Path(path)
-    if data is None:
-        data = p.read_bytes()
+    data = file_data(p, data)
     doc = decode_json(data, str(path))
     if not isinstance(doc, list) or not doc:
         raise ReadError(f"{path}: not a JSON array of records")
-    notes: list[tuple[int, str]] = []
     rows = [r if isinstance(r, dict) else {} for r in doc]
     if not any(rows):
         raise ReadError(f"{path}: the array holds no objects")
@@ -306,61 +436,91 @@ def read_metrics_json_array(path: str | Path, data: bytes | None = None, *,
         from ..core.positions import ByteIndex
 
         index = ByteIndex(data)
-        s = [index.span(a, b) for a, b in zip(*ranges)]
-        spans = RecordSpans(start_lines=tuple(x.start_line for x in s),
-                            start_chars=tuple(x.start_char for x in s),
-                            end_lines=tuple(x.end_line for x in s),
-                            end_chars=tuple(x.end_char for x in s))
-    return _build(p, "metrics-json", rows, spans, notes, columns)
+        spans = record_spans([index.span(a, b) for a, b in zip(*ranges)])
+    return _build(p, "metrics-json", rows, spans, [], columns)
+
+
+# A line after the lines given to csv.reader: after a complete record it is a record of
+# its own; a record still inside a quoted field takes it in. (No delimiter, quote or
+# line break in it.)
+_SENTINEL = "\uffff\n"
+
+
+class CsvFeed:
+    """Metric CSV/TSV, incrementally (common.Feed): a header line, then rows that fill the
+    columns logged at that step. A quoted field may hold newlines: a record is returned
+    once its last line is in. Lines end at CRLF, CR or LF, as csv reads a file opened
+    with newline=""."""
+
+    def __init__(self, path: str, delimiter: str = ",") -> None:
+        self.path = path
+        self.delimiter = delimiter
+        self._text = TextUpToNewline("utf-8-sig")
+        self.header: list[str] | None = None
+        self.lineno = 0  # lines before `_pending`
+        self._pending: list[str] = []  # the lines of a record not complete yet
+        self.blank = True  # nothing but whitespace so far
+
+    def feed(self, data: bytes) -> Rows:
+        return self._rows(self._decoded(data, final=False), final=False)
+
+    def finish(self) -> Rows:
+        return self._rows(self._decoded(b"", final=True), final=True)
+
+    def _decoded(self, data: bytes, *, final: bool) -> str:
+        try:
+            return self._text.finish() if final else self._text.feed(data)
+        except NotText as e:
+            raise ReadError(f"{self.path}: not UTF-8 text (byte {e.byte})") from None
+
+    def _rows(self, text: str, *, final: bool) -> Rows:
+        if self.blank and text.strip():
+            self.blank = False
+        lines = self._pending + io.StringIO(text, newline="").readlines() if text else self._pending
+        n = len(lines)
+        reader = csv.reader(lines if final else [*lines, _SENTINEL], delimiter=self.delimiter)
+        rows = Rows()
+        base = self.lineno
+        done = 0  # lines of the records read
+        try:
+            for cells in reader:
+                first, done = done, reader.line_num
+                if done > n:  # the sentinel, or a record whose quoted field goes on past it
+                    done = first
+                    break
+                if self.header is None:
+                    self.header = [h.strip() for h in cells]
+                    continue
+                if not cells or not any(c.strip() for c in cells):
+                    continue
+                header = self.header
+                if len(cells) != len(header):
+                    rows.notes[len(rows)] = f"line {base + first + 1}: {len(cells)} cells, header has {len(header)}"
+                rows.values.append({h: c.strip() for h, c in zip(header, cells)})
+                rows.lines.append(base + first)
+                rows.end_lines.append(base + done - 1)
+                rows.end_chars.append(len(lines[done - 1].rstrip("\r\n")))
+        except csv.Error as e:
+            if self.header is None:
+                raise ReadError(f"{self.path}: no CSV header ({e})") from None
+            raise ReadError(f"{self.path}:{base + reader.line_num}: malformed CSV ({e})") from None
+        self._pending = lines[done:]
+        self.lineno += done
+        return rows
 
 
 def read_metrics_csv(path: str | Path, data: bytes | None = None, *,
                      columns: Mapping[str, str] | None = None) -> Run:
     p = Path(path)
-    if data is None:
-        data = p.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ReadError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    if not text.strip():
+    data = file_data(p, data)
+    feed = CsvFeed(str(path), "\t" if p.suffix.lower() == ".tsv" else ",")
+    rows = _joined(feed_all(feed, data))
+    if feed.blank:
         raise ReadError(f"{path}: empty file")
-    delimiter = "\t" if p.suffix.lower() == ".tsv" else ","
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    try:
-        header = next(reader)
-    except (StopIteration, csv.Error) as e:
-        raise ReadError(f"{path}: no CSV header ({e})") from None
-    header = [h.strip() for h in header]
-    rows: list[dict[str, Any]] = []
-    notes: list[tuple[int, str]] = []
-    sl: list[int] = []
-    el: list[int] = []
-    ec: list[int] = []
-    lines = text.splitlines()
-    try:
-        consumed = reader.line_num
-        for cells in reader:
-            # A quoted field can hold newlines: the record starts on the first line not
-            # yet consumed and ends on the last line the reader took for it.
-            first, consumed = consumed, reader.line_num
-            last = consumed - 1
-            if not cells or not any(c.strip() for c in cells):
-                continue
-            if len(cells) != len(header):
-                notes.append((len(rows), f"line {first + 1}: {len(cells)} cells, header has {len(header)}"))
-            rows.append({h: c.strip() for h, c in zip(header, cells)})
-            sl.append(first)
-            el.append(last)
-            ec.append(len(lines[last]) if last < len(lines) else 0)
-    except csv.Error as e:
-        raise ReadError(f"{path}:{reader.line_num}: malformed CSV ({e})") from None
+    if feed.header is None:
+        raise ReadError(f"{path}: no CSV header ()")
     if not rows:
-        chosen, _ = map_columns(header, columns)
-        if LOSS not in chosen and EVAL_LOSS not in chosen:
-            raise no_loss_error(str(path), header)
+        if not RowMapping(feed.header, columns).has_loss():
+            raise no_loss_error(str(path), feed.header)
         raise ReadError(f"{path}: header only, no rows")
-    n = len(sl)
-    spans = RecordSpans(start_lines=tuple(sl), start_chars=(0,) * n, end_lines=tuple(el),
-                        end_chars=tuple(ec))
-    return _build(p, "metrics-csv", rows, spans, notes, columns)
+    return _build_rows(p, "metrics-csv", rows, [], columns)

@@ -3,16 +3,63 @@
 Each metric is a text file (nested keys like `train/loss` are sub-folders), one point a
 line: `<timestamp ms> <value> <step>`. A run folder holds `meta.yaml` and `metrics/`.
 Keys map onto canonical series through the same alias table as metric CSV/JSONL.
+`MetricFileFeed` reads one metric file incrementally (common.Feed); the whole read feeds
+each file through one.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 from ..core.model import ReadError, RecordSpans, Run, RunMeta, Series
-from .common import to_float, to_step
+from .common import NotText, TextUpToNewline, feed_all, to_float, to_step
 from .metrics import map_columns, no_loss_error
+
+
+@dataclass(frozen=True, slots=True)
+class MetricLine:
+    """A non-blank line of a metric file; value and step are None when it is not
+    `<timestamp> <value> <step>`."""
+
+    line: int
+    width: int
+    value: float | None
+    step: int | None
+
+
+class MetricFileFeed:
+    """One MLflow metric file, incrementally (common.Feed)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._text = TextUpToNewline("utf-8")
+        self.lineno = 0  # lines taken so far
+
+    def feed(self, data: bytes) -> list[MetricLine]:
+        return self._points(self._decoded(data, final=False))
+
+    def finish(self) -> list[MetricLine]:
+        return self._points(self._decoded(b"", final=True))
+
+    def _decoded(self, data: bytes, *, final: bool) -> str:
+        try:
+            return self._text.finish() if final else self._text.feed(data)
+        except NotText as e:
+            raise ReadError(f"{self.path}: cannot read ({e.detail})") from None
+
+    def _points(self, text: str) -> list[MetricLine]:
+        out: list[MetricLine] = []
+        for line in text.splitlines():
+            lineno = self.lineno
+            self.lineno += 1
+            parts = line.split()
+            if not parts:
+                continue
+            out.append(MetricLine(lineno, len(line), to_float(parts[1]) if len(parts) >= 2 else None,
+                                  to_step(parts[2]) if len(parts) >= 3 else None))
+        return out
 
 
 def is_mlflow_run(folder: Path) -> bool:
@@ -43,24 +90,19 @@ def read_mlflow_run(folder: str | Path, *, columns: Mapping[str, str] | None = N
         values: list[float] = []
         records: list[int] = []
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            data = path.read_bytes()
+        except OSError as e:
             raise ReadError(f"{path}: cannot read ({e})") from None
-        for lineno, line in enumerate(text.splitlines()):
-            parts = line.split()
-            if not parts:
-                continue
+        for point in (p for batch in feed_all(MetricFileFeed(str(path)), data) for p in batch):
             record = len(starts)
-            starts.append(lineno)
-            widths.append(len(line))
+            starts.append(point.line)
+            widths.append(point.width)
             file_of.append(src)
-            value = to_float(parts[1]) if len(parts) >= 2 else None
-            step = to_step(parts[2]) if len(parts) >= 3 else None
-            if value is None or step is None:
-                notes.append((record, f"{path.name} line {lineno + 1}: not '<timestamp> <value> <step>'"))
+            if point.value is None or point.step is None:
+                notes.append((record, f"{path.name} line {point.line + 1}: not '<timestamp> <value> <step>'"))
                 continue
-            steps.append(step)
-            values.append(value)
+            steps.append(point.step)
+            values.append(point.value)
             records.append(record)
         if steps:
             # MLflow appends; a resumed run may log steps out of order: keep file order.
