@@ -103,11 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the checkpoint the run resumes from (read, never unpickled)")
     _common(env)
     preflight = sub.add_parser("preflight", help="check datasets and/or their tokenizer before training")
-    preflight.add_argument("datasets", nargs="*", type=Path, metavar="DATASET",
-                           help="JSONL (or JSON array) files (none: judge --tokenizer DIR alone)")
-    preflight.add_argument("--eval", metavar="EVAL", type=Path, help="eval file: also checked for overlap with DATASETs")
+    preflight.add_argument("datasets", nargs="*", type=lambda s: s if "://" in s else Path(s), metavar="DATASET",
+                           help="JSONL (or JSON array) files, folders of shards, globs, or (with --dask) "
+                                "fsspec URLs (none: judge --tokenizer DIR alone)")
+    preflight.add_argument("--eval", metavar="EVAL", type=lambda s: s if "://" in s else Path(s), help="eval file: also checked for overlap with DATASETs")
     preflight.add_argument("--tokenizer", metavar="DIR", type=Path, help="tokenizer folder (read as JSON)")
     preflight.add_argument("--max-len", metavar="N", type=int, help="context length for token-length checks")
+    preflight.add_argument("--jobs", metavar="N", type=int,
+                           help="worker processes for the scan (default: the cores available)")
+    preflight.add_argument("--dask", metavar="ADDRESS",
+                           help="scan on the Dask cluster at ADDRESS (tcp://host:8786); needs the `dask` extra")
     _common(preflight)
     rules = sub.add_parser("rules", help="show the rule docs (all, or one ID)")
     rules.add_argument("rule_id", nargs="?", metavar="ID")
@@ -277,18 +282,20 @@ def run(argv: Sequence[str] | None = None) -> int:
             return _emit(outcome, args, found)
         return _emit(compare.compare(baseline, runs, config), args)
     if args.command == "preflight":
-        from .judge import preflight as pre
+        from .judge import parallel
 
         if not args.datasets and args.tokenizer is None and args.eval is None:
             return _emit(Outcome(reports=(), error="preflight needs a DATASET, --eval EVAL or --tokenizer DIR"), args)
+        args.datasets = parallel.expand_shards(args.datasets)
         try:
-            config = _config(args, (args.datasets or [args.eval or args.tokenizer])[0])
+            config = _config(args, Path(next((str(p) for p in [*args.datasets, args.eval or args.tokenizer]
+                                               if p is not None and "://" not in str(p)), ".")))
         except ConfigError as e:
             return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
         if args.max_len is not None and args.max_len < 1:
             return _emit(Outcome(reports=(), error="--max-len must be at least 1"), args)
-        return _emit(pre.preflight(args.datasets, config, eval_path=args.eval, tokenizer_dir=args.tokenizer,
-                                   max_len=args.max_len), args)
+        return _emit(parallel.run_preflight(args.datasets, config, eval_path=args.eval, tokenizer_dir=args.tokenizer,
+                                            max_len=args.max_len, jobs=args.jobs, dask=args.dask), args)
     if args.command == "env":
         return _env(args)
     if args.command == "epoch":
