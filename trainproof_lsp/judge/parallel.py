@@ -29,12 +29,13 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from ..core.config import Config
 from ..core.model import Outcome, ReadError, Report
 from ..readers.dataset import DatasetScan, Duplicate, LineProblem, scan_dataset
-from .engine import not_checked
+
+if TYPE_CHECKING:  # (workers import this module: they need the reader, not the settings)
+    from ..core.config import Config
 
 # A range is cut only just before a line that starts with `{`: the reader decides a
 # file's layout (JSON array or lines) and refuses binary data from the first bytes it
@@ -286,13 +287,13 @@ def partition_duplicates(pieces: Iterable[Piece], *, eval_file: int | None = Non
                                 for _, l, _ in pieces])
         hashes = np.concatenate([np.frombuffer(h, dtype=np.uint64) if len(h) else np.zeros(0, np.uint64)
                                  for _, _, h in pieces])
-        order = np.argsort(hashes, kind="stable")
-        hs = hashes[order]
+        # The repeated hashes from one sort; then the rows holding them (few, usually).
+        hs = np.sort(hashes)
         same = hs[1:] == hs[:-1]
-        repeated = np.zeros(len(hs), dtype=bool)
-        repeated[1:] |= same
-        repeated[:-1] |= same
-        sel = order[repeated]
+        if not same.any():
+            return PartitionResult()
+        sel = np.flatnonzero(np.isin(hashes, np.unique(hs[1:][same])))
+        del hs, same
         for f, l, h in zip(files[sel].tolist(), lines[sel].tolist(), hashes[sel].tolist()):
             groups.setdefault(h, []).append((f, l))
     else:
@@ -333,10 +334,25 @@ def duplicates_of(exact: array[int], near: array[int]) -> tuple[tuple[Duplicate,
     """Exact and near duplicates of one file from its hash arrays (index = line), one
     hash slice at a time."""
     found: list[list[tuple[int, int]]] = [[], []]
+    try:
+        import numpy as np
+    except ImportError:
+        np = None  # type: ignore[assignment]
     for k, values in enumerate((exact, near)):
-        pieces = hash_pieces(values, file=0, first_line=0, partitions=HASH_SLICES)
-        for piece in pieces:
+        if np is None:
+            pieces = hash_pieces(values, file=0, first_line=0, partitions=HASH_SLICES)
+            for piece in pieces:
+                found[k].extend((l, f) for _, l, f in partition_duplicates([piece]).duplicates)
+            continue
+        h = np.frombuffer(values, dtype=np.uint64) if len(values) else np.zeros(0, np.uint64)
+        # The slice of every line once (1 byte a line; 255: no record), not a pass per slice.
+        which = (h % np.uint64(HASH_SLICES)).astype(np.uint8)
+        which[h == 0] = 255
+        for p in range(HASH_SLICES):
+            idx = np.flatnonzero(which == p)
+            piece = (0, array("q", idx.astype(np.int64).tobytes()), array("Q", h[idx].tobytes()))
             found[k].extend((l, f) for _, l, f in partition_duplicates([piece]).duplicates)
+        del which
     return duplicates_from(found[0], found[1])
 
 
@@ -379,6 +395,8 @@ class Progress:
 
 
 def _failed(name: str, failure: PartFailed) -> Report:
+    from .engine import not_checked  # (here: workers import this module, and only the reader)
+
     return not_checked(name, "dataset", "dataset", failure.reason, failure.error)
 
 
@@ -387,8 +405,19 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
 
     # forkserver where there is one (no copy of a parent's threads or locks, unlike fork);
     # spawn elsewhere. Workers import only the reader.
-    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context(method))
+    import threading
+
+    if sys.platform == "linux" and threading.active_count() == 1:
+        # One thread (the command line): a fork copies no lock held by another thread, and
+        # the workers start with every module already imported.
+        ctx: Any = mp.get_context("fork")
+    elif "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        # The server imports the reader once; each worker is a fork of it, ready at once.
+        ctx.set_forkserver_preload([__name__])
+    else:
+        ctx = mp.get_context("spawn")
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
 
 
 def scan_files(paths: Sequence[str], config: Config, *, jobs: int, part_bytes: int | None = None,
@@ -416,6 +445,10 @@ def scan_files(paths: Sequence[str], config: Config, *, jobs: int, part_bytes: i
             if shown is not None:
                 shown.advance(b - a)
     else:
+        try:  # imported once here, before the workers fork: they count newlines with it
+            import numpy  # noqa: F401
+        except ImportError:
+            pass
         with _pool(min(jobs, len(tasks))) as pool:
             # Biggest ranges first, so that the last ones to finish are short.
             futures: dict[Future[DatasetScan | PartFailed], tuple[int, int, int]] = {
