@@ -79,6 +79,17 @@ def test_cli_dask_prints_the_local_json(tmp_path, cluster):
     assert remote.stdout == local.stdout
 
 
+def test_fsspec_urls_and_a_url_glob_read_the_same_shards(tmp_path, cluster):
+    paths, ev = _three_shards(tmp_path)
+    config = Config()
+    urls = parallel.expand_shards([f"file://{tmp_path}/shards/part-*.jsonl"])
+    assert urls == [f"file://{p}" for p in paths]
+    remote = preflight_dask(urls, config, address=cluster.scheduler_address, eval_path=f"file://{ev}",
+                            part_bytes=600, first_min=1)
+    local = pre.preflight(paths, config, eval_path=ev)
+    assert render.to_json(remote).replace("file://", "") == render.to_json(local)
+
+
 def test_dask_without_the_extra_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     path = tmp_path / "train.jsonl"
     path.write_text(_row(1) + "\n")

@@ -488,7 +488,8 @@ def scanner(scans: dict[str, DatasetScan | Report]) -> Callable[[Path | str], Da
 
 def expand_shards(paths: Sequence[Path | str]) -> list[Path | str]:
     """A folder stands for its dataset shards (*.jsonl, *.ndjson, *.json, sorted by name);
-    a quoted glob (`'data/*.jsonl'`) for the files it matches. Other paths stay as given."""
+    a quoted glob (`'data/*.jsonl'`, `'s3://b/sft/*.jsonl'`) for the files it matches.
+    Other paths stay as given."""
     import glob
 
     out: list[Path | str] = []
@@ -499,6 +500,14 @@ def expand_shards(paths: Sequence[Path | str]) -> list[Path | str]:
                                and q.is_file()), key=lambda q: str(q)))
         elif "://" not in s and not os.path.exists(s) and any(c in s for c in "*?["):
             out.extend(Path(q) for q in sorted(glob.glob(s)))
+        elif "://" in s and any(c in s for c in "*?["):
+            try:
+                import fsspec
+            except ImportError:
+                out.append(s)  # reported as unreadable, with its name
+                continue
+            fs, pattern = fsspec.core.url_to_fs(s)
+            out.extend(fs.unstrip_protocol(q) for q in sorted(fs.glob(pattern)))
         else:
             out.append(p)
     return out
