@@ -184,3 +184,18 @@ def test_cli_jobs_output_is_the_json_alone_and_bad_jobs_is_one_line(tmp_path):
     bad = subprocess.run(cmd + ["--jobs", "0"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--jobs must be at least 1" in bad.stdout
     assert "Traceback" not in bad.stderr
+
+
+def test_unreadable_paths_are_not_checked_as_in_one_pass(tmp_path):
+    good = tmp_path / "good.jsonl"
+    good.write_text("\n".join(_row(i) for i in range(40)) + "\n")
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\x00\x01" * 5000)
+    empty_folder = tmp_path / "nothing"
+    empty_folder.mkdir()
+    paths = parallel.expand_shards([good, tmp_path / "missing.jsonl", binary, empty_folder,
+                                    str(tmp_path / "none-*.jsonl")])
+    assert paths[1:] == [tmp_path / "missing.jsonl", binary, empty_folder, str(tmp_path / "none-*.jsonl")]
+    doc = _same_as_one_pass(paths)
+    assert [r["verdict"] for r in doc["reports"]] == ["PASS", "NOT-CHECKED", "NOT-CHECKED", "NOT-CHECKED",
+                                                      "NOT-CHECKED"]

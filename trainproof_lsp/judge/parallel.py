@@ -495,11 +495,14 @@ def expand_shards(paths: Sequence[Path | str]) -> list[Path | str]:
     out: list[Path | str] = []
     for p in paths:
         s = str(p)
+        # A folder without shards, or a glob that matches nothing, stays as given: it is
+        # then reported as unreadable, never silently dropped.
         if "://" not in s and os.path.isdir(s):
-            out.extend(sorted((q for q in Path(s).iterdir() if q.suffix.lower() in (".jsonl", ".ndjson", ".json")
-                               and q.is_file()), key=lambda q: str(q)))
+            found = sorted((q for q in Path(s).iterdir() if q.suffix.lower() in (".jsonl", ".ndjson", ".json")
+                            and q.is_file()), key=lambda q: str(q))
+            out.extend(found or [p])
         elif "://" not in s and not os.path.exists(s) and any(c in s for c in "*?["):
-            out.extend(Path(q) for q in sorted(glob.glob(s)))
+            out.extend([Path(q) for q in sorted(glob.glob(s))] or [p])
         elif "://" in s and any(c in s for c in "*?["):
             try:
                 import fsspec
@@ -507,7 +510,7 @@ def expand_shards(paths: Sequence[Path | str]) -> list[Path | str]:
                 out.append(s)  # reported as unreadable, with its name
                 continue
             fs, pattern = fsspec.core.url_to_fs(s)
-            out.extend(fs.unstrip_protocol(q) for q in sorted(fs.glob(pattern)))
+            out.extend([fs.unstrip_protocol(q) for q in sorted(fs.glob(pattern))] or [s])
         else:
             out.append(p)
     return out
