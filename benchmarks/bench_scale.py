@@ -7,7 +7,7 @@ in blocks of 10,000 lines with faults injected, as in bench_preflight.py; the 4M
 is four copies of the 1M-line one with every row id renumbered, so rows stay distinct).
 Each size is checked by `trainproof-lsp preflight --jobs 1` and by the published
 `trainproof` preflight (`pip install trainproof==0.22.0`, the `peers` extra), each in its
-own child process pinned to one core; peak RSS is the child's ru_maxrss. Then, on the
+own child process pinned to one core; peak RSS is the child's own (VmHWM, or ru_maxrss). Then, on the
 1M-line file, `--jobs 2` against `--jobs 1` with two cores allowed, and their JSON output
 compared byte for byte. --quick: 20k/100k/200k lines, for a smoke test.
 
@@ -53,7 +53,9 @@ def dataset_generate(folder: Path, sizes: tuple[int, ...]) -> dict[int, Path]:
     for n in sorted(sizes):
         path = folder / f"train_{n}.jsonl"
         base = next((m for m in sorted(generated, reverse=True) if n % m == 0 and m >= n // 8), None)
-        if base is None:
+        if path.exists():  # (--data-dir: made by an earlier run)
+            pass
+        elif base is None:
             generate(path, n)
             generated.append(n)
         else:
@@ -103,9 +105,23 @@ def dataset_child(contender: str, path: str, jobs: str, out: str) -> None:
         except Exception as e:  # the peer's failure is reported, not fatal
             result = {"error": f"{type(e).__name__}: {e}"}
         seconds = time.perf_counter() - t0
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    own = _peak_rss_mib()
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(json.dumps({"seconds": seconds, "rss_mib": own, "worker_rss_mib": workers, **result}))
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak RSS. VmHWM where there is /proc: ru_maxrss also counts what the
+    parent held when it forked this child (Linux keeps the pre-exec high-water mark)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def dataset_run(contender: str, path: Path, jobs: int, out: Path) -> dict:
@@ -141,7 +157,12 @@ def dataset_main(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="tp-bench-scale-"))
     try:
         t = time.perf_counter()
-        files = dataset_generate(tmp, sizes)
+        data_dir = Path(args.data_dir) if args.data_dir else tmp
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # Generated in a child process, so that this one stays small (see _peak_rss_mib).
+        subprocess.run([sys.executable, __file__, "--dataset-generate", str(data_dir),
+                        *[str(n) for n in sizes]], check=True)
+        files = {n: data_dir / f"train_{n}.jsonl" for n in sizes}
         print(f"## datasets (preflight): {', '.join(f'{n:,}' for n in sizes)} lines; "
               f"generated in {time.perf_counter() - t:.0f} s; python {sys.version.split()[0]}; "
               f"best of {args.repeat}")
@@ -174,7 +195,8 @@ def dataset_main(args: argparse.Namespace) -> int:
         for n in files:
             if (n, "trainproof") in rows and (n, "trainproof-lsp") in rows:
                 verdicts.append(f"{n:,} lines: {rows[n, 'trainproof']['seconds'] / rows[n, 'trainproof-lsp']['seconds']:.1f}x "
-                                f"the speed of trainproof, {rows[n, 'trainproof']['rss_mib'] / rows[n, 'trainproof-lsp']['rss_mib']:.1f}x less memory")
+                                f"the speed of trainproof; trainproof's peak RSS is "
+                                f"{rows[n, 'trainproof']['rss_mib'] / rows[n, 'trainproof-lsp']['rss_mib']:.1f}x ours")
         # --jobs 2 against --jobs 1, same file, same run.
         mid = sorted(files)[1] if len(files) > 1 else small
         path = files[mid]
@@ -224,10 +246,16 @@ def main() -> int:
                     help="run only this part (repeatable; default: all)")
     ap.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test")
     ap.add_argument("--repeat", type=int, default=2, help="runs per contender and size (best and median reported)")
+    ap.add_argument("--data-dir", metavar="DIR",
+                    help="keep the generated datasets in DIR and reuse them next time (default: a temporary folder)")
     ap.add_argument("--dataset-child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--dataset-generate", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.dataset_child:
         dataset_child(*args.dataset_child)
+        return 0
+    if args.dataset_generate:
+        dataset_generate(Path(args.dataset_generate[0]), tuple(int(n) for n in args.dataset_generate[1:]))
         return 0
     rc = 0
     for name in args.only or sorted(PARTS):

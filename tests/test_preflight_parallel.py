@@ -140,6 +140,18 @@ def test_malformed_lines_at_the_cuts(tmp_path):
     assert [b["evidence"]["line"] for b in bad] == [cuts[2] + 1, cuts[4] + 1, cuts[8] + 1]
 
 
+def test_no_range_starts_just_before_nul_bytes(tmp_path):
+    path = tmp_path / "nul.jsonl"
+    rows = [_row(i) for i in range(4000)]
+    rows[3000] = '{"text": "a\x00b"}'
+    path.write_text("\n".join(rows) + "\n")
+    cuts = _cuts(path, part_bytes=4000)
+    window = (1 << 16) // (len(rows[0]) + 1) + 1  # the lines a range start looks ahead for NUL
+    assert len(cuts) > 20 and not [c for c in cuts if 3000 - window <= c <= 3000]
+    doc = _same_as_one_pass([path], part_bytes=4000)
+    assert [b["evidence"]["line"] for b in _findings(doc, "TP-PRE-MALFORMED-JSONL")] == [3001]
+
+
 def test_a_row_over_the_cap_between_cuts(tmp_path):
     config = dataclasses.replace(CONFIG, caps=dataclasses.replace(DEFAULT_CAPS, max_row_mb=1))
     path = tmp_path / "big.jsonl"

@@ -111,9 +111,13 @@ def _next_cut(fh: IO[bytes], pos: int, limit: int) -> int:
             return limit
         fh.seek(pos)
         head = fh.read(_NUL_WINDOW)
-        if head.startswith(_ROW_START) and b"\x00" not in head:
+        nul = head.find(b"\x00")
+        if nul >= 0:  # on past the NUL byte (each one is passed once, not once a line)
+            pos += nul + 1
+        elif head.startswith(_ROW_START):
             return pos
-        pos += 1
+        else:
+            pos += 1
     return limit
 
 
