@@ -185,6 +185,21 @@ def test_progress_is_plain_lines_off_a_terminal(monkeypatch):
     assert "\r" not in out.getvalue()
 
 
+def test_progress_is_a_bar_on_a_terminal(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(parallel, "PROGRESS_AFTER_S", 0.0)
+    out = Terminal()
+    shown = parallel.Progress(4_000_000, stream=out)
+    shown.advance(1_000_000)
+    shown.advance(1_000_000)
+    shown.close()
+    assert out.getvalue() == ("\rpreflight [#####               ]  25.0% 1/4 MB"
+                              "\rpreflight [##########          ]  50.0% 2/4 MB\n")
+
+
 def test_cli_jobs_output_is_the_json_alone_and_bad_jobs_is_one_line(tmp_path):
     path = tmp_path / "train.jsonl"
     path.write_text("\n".join(_row(i) for i in range(50)) + "\n" + _row(3) + "\n")
