@@ -36,6 +36,11 @@ def exit_code(outcome: Outcome) -> int:
     return EXIT_OK
 
 
+def _path_or_url(s: str) -> Path | str:
+    """A dataset argument: a path, or an fsspec URL kept as typed (Path would fold `//`)."""
+    return s if "://" in s else Path(s)
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON envelope (CONTRACTS.md)")
     p.add_argument("--sarif", metavar="PATH", help="also write SARIF 2.1.0 to PATH")
@@ -103,10 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the checkpoint the run resumes from (read, never unpickled)")
     _common(env)
     preflight = sub.add_parser("preflight", help="check datasets and/or their tokenizer before training")
-    preflight.add_argument("datasets", nargs="*", type=lambda s: s if "://" in s else Path(s), metavar="DATASET",
+    preflight.add_argument("datasets", nargs="*", type=_path_or_url, metavar="DATASET",
                            help="JSONL (or JSON array) files, folders of shards, globs, or (with --dask) "
                                 "fsspec URLs (none: judge --tokenizer DIR alone)")
-    preflight.add_argument("--eval", metavar="EVAL", type=lambda s: s if "://" in s else Path(s), help="eval file: also checked for overlap with DATASETs")
+    preflight.add_argument("--eval", metavar="EVAL", type=_path_or_url,
+                           help="eval file: also checked for overlap with DATASETs")
     preflight.add_argument("--tokenizer", metavar="DIR", type=Path, help="tokenizer folder (read as JSON)")
     preflight.add_argument("--max-len", metavar="N", type=int, help="context length for token-length checks")
     preflight.add_argument("--jobs", metavar="N", type=int,
@@ -288,8 +294,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             return _emit(Outcome(reports=(), error="preflight needs a DATASET, --eval EVAL or --tokenizer DIR"), args)
         args.datasets = parallel.expand_shards(args.datasets)
         try:
-            config = _config(args, Path(next((str(p) for p in [*args.datasets, args.eval or args.tokenizer]
-                                               if p is not None and "://" not in str(p)), ".")))
+            config = _config(args, next((Path(p) for p in [*args.datasets, args.eval, args.tokenizer]
+                                         if p is not None and "://" not in str(p)), Path(".")))
         except ConfigError as e:
             return _emit(Outcome(reports=(), error=f"configuration: {e}"), args)
         if args.max_len is not None and args.max_len < 1:
