@@ -97,3 +97,16 @@ def test_dask_without_the_extra_is_one_line_and_exit_2(tmp_path, monkeypatch, ca
     assert cli.main(["preflight", str(path), "--dask", "tcp://127.0.0.1:1"]) == 2
     out = capsys.readouterr()
     assert f"error: {MISSING_DASK}" in out.out and "Traceback" not in out.err
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("distributed")
+    from trainproof_lsp.judge import dask_preflight
+
+    path = tmp_path / "train.jsonl"
+    path.write_text(_row(1) + "\n")
+    monkeypatch.setattr(dask_preflight, "CONNECT_TIMEOUT_S", 1)
+    assert cli.main(["preflight", str(path), "--dask", "tcp://127.0.0.1:9"]) == 2  # (port 9: discard, closed)
+    out = capsys.readouterr()
+    assert "error: --dask tcp://127.0.0.1:9: cannot reach the scheduler (" in out.out
+    assert "Traceback" not in out.err
