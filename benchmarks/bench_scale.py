@@ -89,6 +89,7 @@ def dataset_child(contender: str, path: str, jobs: str, out: str) -> None:
     else:
         from trainproof.preflight import preflight
     result: dict = {}
+    before = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     if contender == "trainproof-lsp":
         outcome = run_preflight([Path(path)], Config(), jobs=int(jobs))
@@ -106,8 +107,10 @@ def dataset_child(contender: str, path: str, jobs: str, out: str) -> None:
             result = {"error": f"{type(e).__name__}: {e}"}
         seconds = time.perf_counter() - t0
     own = _peak_rss_mib()
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "rss_mib": own, "worker_rss_mib": workers, **result}))
+    after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = [a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after, before)]
+    print(json.dumps({"seconds": seconds, "rss_mib": own, "worker_rss_mib": after[1].ru_maxrss / 1024,
+                      "cpu_main": cpu[0], "cpu_workers": cpu[1], **result}))
 
 
 def _peak_rss_mib() -> float:
@@ -139,7 +142,18 @@ def _best(runs: list[dict]) -> dict | None:
         return None
     best = min(ok, key=lambda r: r["seconds"])
     return {**best, "median": statistics.median(r["seconds"] for r in ok),
-            "rss_mib": max(r["rss_mib"] for r in ok), "worker_rss_mib": max(r["worker_rss_mib"] for r in ok)}
+            "rss_mib": max(r["rss_mib"] for r in ok), "worker_rss_mib": max(r["worker_rss_mib"] for r in ok),
+            **{k: statistics.median(r.get(k, 0.0) for r in ok) for k in ("cpu_main", "cpu_workers")}}
+
+
+def _autogroup() -> str:
+    """Linux's autogroup scheduling shares the CPU between sessions, not processes: on a
+    machine busy with other sessions, more worker processes get no more CPU."""
+    try:
+        on = Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return ""
+    return "; sched autogroup on (CPU shared per session, not per process)" if on else ""
 
 
 def _load() -> str:
@@ -201,7 +215,7 @@ def dataset_main(args: argparse.Namespace) -> int:
         mid = sorted(files)[1] if len(files) > 1 else small
         path = files[mid]
         size = path.stat().st_size
-        print(f"\n## --jobs 2 vs --jobs 1 on {mid:,} lines ({size / 1e6:.0f} MB), two cores allowed; {_load()}")
+        print(f"\n## --jobs 2 vs --jobs 1 on {mid:,} lines ({size / 1e6:.0f} MB), two cores allowed; {_load()}{_autogroup()}")
         by_jobs: dict[int, dict] = {}
         for _ in range(args.repeat):  # interleaved, so that a burst of other load hits both
             for j in (1, 2):
@@ -216,6 +230,7 @@ def dataset_main(args: argparse.Namespace) -> int:
             print(f"--jobs {j}: best {best['seconds']:.2f} s, median {best['median']:.2f} s, "
                   f"{size / 1e6 / best['seconds']:.0f} MB/s, peak RSS {best['rss_mib']:.0f} MiB"
                   + (f" (+ largest worker {best['worker_rss_mib']:.0f} MiB)" if j > 1 else "")
+                  + f", CPU (median) {best['cpu_main']:.2f} s" + (f" + workers {best['cpu_workers']:.2f} s" if j > 1 else "")
                   + ", all runs: " + ", ".join(f"{r['seconds']:.2f}" for r in by_jobs[j]["runs"] if "seconds" in r) + " s")
         b1, b2 = by_jobs[1]["best"], by_jobs[2]["best"]
         if b1 and b2:
@@ -225,6 +240,11 @@ def dataset_main(args: argparse.Namespace) -> int:
             verdicts.append(f"--jobs 2 speed-up {x:.2f}x best, {xm:.2f}x median (target >= "
                             f"{DATASET_MIN_JOBS_SPEEDUP}x on 2 idle cores): {'met' if x >= DATASET_MIN_JOBS_SPEEDUP else 'NOT met'}; "
                             f"{_load()}")
+            # What two idle cores would give, from CPU time (not wall time): the main
+            # process's own work plus half the workers' (the ranges are spread evenly).
+            est = (b1["cpu_main"]) / (b2["cpu_main"] + b2["cpu_workers"] / 2)
+            verdicts.append(f"--jobs 2 estimate from CPU time (main + workers/2, for 2 idle cores; not a "
+                            f"measurement): {est:.2f}x")
             verdicts.append(f"JSON output of --jobs 1 and --jobs 2: {'identical' if len(same) == 1 else 'DIFFERENT'} "
                             f"({len(by_jobs[1]['runs']) + len(by_jobs[2]['runs'])} runs, sha256 {min(same)[:16]}...)")
         print()
