@@ -90,6 +90,17 @@ def test_fsspec_urls_and_a_url_glob_read_the_same_shards(tmp_path, cluster):
     assert render.to_json(remote).replace("file://", "") == render.to_json(local)
 
 
+def test_unreadable_shards_on_the_cluster_are_reported_as_locally(tmp_path, cluster):
+    good = tmp_path / "good.jsonl"
+    good.write_text("\n".join(_row(i) for i in range(30)) + "\n")
+    (tmp_path / "empty").mkdir()
+    paths = [good, tmp_path / "missing.jsonl", tmp_path / "empty"]
+    remote = preflight_dask(paths, Config(), address=cluster.scheduler_address, part_bytes=300, first_min=1)
+    local = pre.preflight(paths, Config())
+    assert render.to_json(remote) == render.to_json(local)
+    assert [r.verdict.value for r in remote.reports] == ["PASS", "NOT-CHECKED", "NOT-CHECKED"]
+
+
 def test_dask_without_the_extra_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     path = tmp_path / "train.jsonl"
     path.write_text(_row(1) + "\n")

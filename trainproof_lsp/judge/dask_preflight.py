@@ -30,7 +30,7 @@ from ..core.config import Config
 from ..core.model import Outcome, Report
 from ..readers.dataset import DatasetScan
 from .parallel import (FIRST_PART_MIN, PartFailed, PartitionResult, Progress, _failed, duplicates_from, file_size,
-                       hash_pieces, merge_parts, partition_duplicates, plan_parts, scan_part, scanner)
+                       hash_pieces, merge_parts, partition_duplicates, scan_part, scanner, _plan)
 
 MISSING_DASK = "--dask needs the dask extra: pip install 'trainproof-lsp[dask]'"
 # Hash partitions per worker thread: a few each, so that partitions stay small and the
@@ -105,7 +105,7 @@ def scan_on_cluster(client: Any, names: Sequence[str], config: Config, *, eval_f
     for name in names:
         try:
             size = file_size(name)
-            plans.append(plan_parts(name, size, jobs=threads, part_bytes=part_bytes, first_min=first_min))
+            plans.append(_plan(name, size, threads, part_bytes, first_min))
             total += size
         except OSError as e:
             plans.append(PartFailed(reason=f"{name}: cannot read ({e.strerror or e})"))
