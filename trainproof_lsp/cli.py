@@ -23,7 +23,8 @@ from . import TOOL_NAME, __version__
 from .core.config import Config, ConfigError, with_columns, with_vocab
 from .core.model import Level, Outcome, ReadError, Run, Verdict
 from .guardian.watch import Watch, WatchOptions
-from .judge import compare, engine, preflight
+from .judge import compare, engine, parallel
+from .judge.dask_preflight import preflight_dask
 from .judge.settings import discover, load_file
 from .output import render
 from .output.html import to_html
@@ -46,6 +47,11 @@ def exit_code(outcome: Outcome) -> int:
             for r in outcome.reports):
         return EXIT_NOT_CHECKED
     return EXIT_OK
+
+
+def _path_or_url(s: str) -> Path | str:
+    """A dataset argument: a path, or an fsspec URL kept as typed (Path would fold `//`)."""
+    return s if "://" in s else Path(s)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -130,11 +136,17 @@ def _env_parser(sub: SubParsers) -> argparse.ArgumentParser:
 
 def _preflight_parser(sub: SubParsers) -> argparse.ArgumentParser:
     pre = sub.add_parser("preflight", help="check datasets and/or their tokenizer before training")
-    pre.add_argument("datasets", nargs="*", type=Path, metavar="DATASET",
-                     help="JSONL (or JSON array) files (none: judge --tokenizer DIR alone)")
-    pre.add_argument("--eval", metavar="EVAL", type=Path, help="eval file: also checked for overlap with DATASETs")
+    pre.add_argument("datasets", nargs="*", type=_path_or_url, metavar="DATASET",
+                     help="JSONL (or JSON array) files, folders of shards, globs, or (with --dask) "
+                          "fsspec URLs (none: judge --tokenizer DIR alone)")
+    pre.add_argument("--eval", metavar="EVAL", type=_path_or_url,
+                     help="eval file: also checked for overlap with DATASETs")
     pre.add_argument("--tokenizer", metavar="DIR", type=Path, help="tokenizer folder (read as JSON)")
     pre.add_argument("--max-len", metavar="N", type=int, help="context length for token-length checks")
+    pre.add_argument("--jobs", metavar="N", type=int,
+                     help="worker processes for the scan (default: the cores available)")
+    pre.add_argument("--dask", metavar="ADDRESS",
+                     help="scan on the Dask cluster at ADDRESS (tcp://host:8786); needs the `dask` extra")
     _common(pre)
     return pre
 
@@ -277,16 +289,26 @@ def _epoch(args: argparse.Namespace, config: Config) -> Judged:
     return engine.epoch(args.log, config), None
 
 
-def _preflight_wants_input(args: argparse.Namespace) -> None:
+def _preflight_inputs(args: argparse.Namespace) -> None:
     if not args.datasets and args.tokenizer is None and args.eval is None:
         raise Refused("preflight needs a DATASET, --eval EVAL or --tokenizer DIR")
+    args.datasets = parallel.expand_shards(args.datasets)  # folders and globs of shards
+
+
+def _local_anchor(args: argparse.Namespace) -> Path:
+    """preflight's settings are looked for beside its first local input (not a URL)."""
+    return next((Path(p) for p in [*args.datasets, args.eval, args.tokenizer]
+                 if p is not None and "://" not in str(p)), Path("."))
 
 
 def _preflight(args: argparse.Namespace, config: Config) -> Judged:
     if args.max_len is not None and args.max_len < 1:
         raise Refused("--max-len must be at least 1")
-    return preflight.preflight(args.datasets, config, eval_path=args.eval, tokenizer_dir=args.tokenizer,
-                               max_len=args.max_len), None
+    if args.dask is not None:
+        return preflight_dask(args.datasets, config, address=args.dask, eval_path=args.eval,
+                              tokenizer_dir=args.tokenizer, max_len=args.max_len, progress=parallel.Progress), None
+    return parallel.run_preflight(args.datasets, config, eval_path=args.eval, tokenizer_dir=args.tokenizer,
+                                  max_len=args.max_len, jobs=args.jobs), None
 
 
 def _env(args: argparse.Namespace, config: Config) -> Judged:
@@ -378,7 +400,7 @@ COMMANDS: dict[str, Subcommand] = {
     "epoch": Subcommand(parser=_epoch_parser, run=_judging(_epoch, _first_path("log"))),
     "env": Subcommand(parser=_env_parser, run=_judging(_env, _first_path("cwd", "entrypoint"))),
     "preflight": Subcommand(parser=_preflight_parser, run=_judging(
-        _preflight, _first_path("datasets", "eval", "tokenizer"), check=_preflight_wants_input)),
+        _preflight, _local_anchor, check=_preflight_inputs)),
     "rules": Subcommand(parser=_rules_parser, run=_rules),
     "watch": Subcommand(parser=_watch_parser, run=_watch),
     "serve": Subcommand(parser=_serve_parser, run=_serve),

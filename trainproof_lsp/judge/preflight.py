@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..core.config import Config
 from ..core.model import Artefact, Check, Finding, Outcome, ReadError, Report, Span
@@ -228,15 +228,20 @@ def judge_tokenizer(folder: Path | str, config: Config, *, conversational: bool 
 
 
 def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | str | None = None,
-              tokenizer_dir: Path | str | None = None, max_len: int | None = None) -> Outcome:
+              tokenizer_dir: Path | str | None = None, max_len: int | None = None,
+              scan: Callable[[Path | str], DatasetScan | Report] | None = None) -> Outcome:
     """Every dataset, the eval file (with its overlap against the training files) and the
-    tokenizer folder, each in its own report."""
+    tokenizer folder, each in its own report. `scan`: where the scans come from when they
+    were made beforehand (judge/parallel.py: on worker processes or a cluster)."""
+    def _read(p: Path | str) -> DatasetScan | Report:
+        return scan(p) if scan is not None else _scan(Path(p), config=config)
+
     reports: list[Report] = []
     scans: list[DatasetScan] = []
     counting = TokenCounting(tokenizer_dir, max_len, config)
     templated = TemplateRows(tokenizer_dir, config)
     for p in paths:
-        scanned = _scan(Path(p), config=config)
+        scanned = _read(p)
         if isinstance(scanned, Report):
             reports.append(scanned)
             continue
@@ -245,7 +250,7 @@ def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | 
         reports.append(dataset_report(scanned, config, lengths=lengths, max_len=max_len,
                                       rendered=templated.render(scanned, lengths)))
     if eval_path is not None:
-        scanned = _scan(Path(eval_path), config=config)
+        scanned = _read(eval_path)
         if isinstance(scanned, Report):
             reports.append(scanned)
         else:
