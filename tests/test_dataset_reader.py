@@ -61,7 +61,8 @@ def _facts(scan: ds.DatasetScan) -> dict:
     return {"problems": [(p.line, p.kind, p.start, p.end, p.evidence, p.message) for p in scan.problems],
             "dups": scan.duplicates, "near": scan.near_duplicates, "formats": scan.formats,
             "records": scan.records, "lines": scan.lines, "blank": scan.blank_lines,
-            "exact": scan.exact[:scan.lines].tobytes(), "nearh": scan.near[:scan.lines].tobytes(), "pairs": scan.conversational_pairs}
+            "exact": scan.exact[:scan.lines].tobytes(), "nearh": scan.near[:scan.lines].tobytes(),
+            "pairs": scan.conversational_pairs}
 
 
 @pytest.mark.parametrize("formats,block", [

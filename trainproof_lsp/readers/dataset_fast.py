@@ -24,8 +24,8 @@ from typing import Annotated, Any, Callable, Iterable, Literal, Mapping, Sequenc
 import msgspec
 
 from .dataset_records import (
-    _BYTE_AT, _ROW_AT, CHAT, FORMAT_KEYS, SHAREGPT, PREFERENCE, ALPACA, PROMPT_COMPLETION, MALFORMED, PRECEDENCE, SHAREGPT_ROLES, TEXT, UNREADABLE_ROW,
-    VOCABULARY, LineFacts, LineProblem, _dec_any, _enc, _hash, _problem, classify, counts_as_record,
+    _BYTE_AT, _ROW_AT, ALPACA, CHAT, CHAT_ROLES, FORMAT_KEYS, PRECEDENCE, PREFERENCE, PROMPT_COMPLETION, SHAREGPT,
+    SHAREGPT_ROLES, TEXT, UNREADABLE_ROW, VOCABULARY, LineFacts, LineProblem, _dec_any, _enc, _hash, _problem, classify, counts_as_record,
     is_filled_text, role_issues, scan_line)
 
 def _nth_record_line(chunk: bytes, k: int) -> int:
@@ -62,9 +62,10 @@ def _blame(chunk: bytes, pos: int) -> int:
 
 # --- the fast path: typed Structs over whole chunks -----------------------------------------
 
-Role = Literal["system", "user", "assistant", "tool", "function", "developer", "ipython"]
-ShareRole = Literal["system", "human", "user", "gpt", "assistant", "tool", "function_call", "observation",
-                    "function"]
+# The roles the decoder accepts are the ones the reference check knows (CHAT_ROLES,
+# SHAREGPT_ROLES): any other stops the decoder, and scan_line names it.
+Role: Any = cast(Any, Literal)[CHAT_ROLES]
+ShareRole: Any = cast(Any, Literal)[tuple(SHAREGPT_ROLES)]
 # Empty content fails validation on purpose: the chunk then goes through the reference
 # path, which names the turn.
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]

@@ -178,7 +178,8 @@ def newline_counter(size: int) -> Callable[[bytes], int]:
 
 
 
-def iter_records(path: Path | str, *, layout: str = "jsonl", data: bytes | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_records(path: Path | str, *, layout: str = "jsonl", data: bytes | None = None
+                 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(0-based line, record) for every JSON object of a dataset file, streamed.
 
     `layout` is the scan's ("jsonl" or "json-array", `DatasetScan.layout`).
