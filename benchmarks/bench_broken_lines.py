@@ -3,8 +3,9 @@
     python benchmarks/bench_broken_lines.py [--lines 1000000] [--broken 1000] [--repeat 2]
 
 1. Throughput: a chat dataset (`{"messages": [...]}` rows, ~550 bytes each: 1M rows are ~550 MB) is written
-   twice into a temporary folder: clean, and with `--broken` rows cut short (malformed
-   JSON) at random lines. Both are scanned by the dataset reader (`scan_dataset`) in the
+   twice into a temporary folder: clean, and with `--broken` rows malformed at random
+   lines (cut short, a NaN, text after the value, not an object, two objects on a
+   line, in turn). Both are scanned by the dataset reader (`scan_dataset`) in the
    same run, each in its own child process pinned to one core; the best CPU time of
    `--repeat` runs is reported. A broken line should cost about what a clean one does:
    the broken file's throughput within 15% of the clean file's.
@@ -54,13 +55,31 @@ def chat_rows(lines: int, seed: int = 7) -> list[str]:
     return rows
 
 
+# Ways a line is broken, taken in turn: cut short (the line ends inside a value), a NaN
+# (not JSON), text after the value, a value that is not an object, two objects on a line.
+BREAKS = ("cut", "nan", "trailing", "not-object", "two-values")
+
+
+def _break(row: str, k: int) -> str:
+    how = BREAKS[k % len(BREAKS)]
+    if how == "cut":
+        return row[:-7]
+    if how == "nan":
+        return row.replace('"content": "', '"content": NaN, "x": "', 1)
+    if how == "trailing":
+        return row + " x"
+    if how == "not-object":
+        return "[" + row + "]"
+    return row + row
+
+
 def write_pair(folder: Path, lines: int, broken: int) -> tuple[Path, Path, list[int]]:
     rows = chat_rows(lines)
     clean = folder / "chat_clean.jsonl"
     clean.write_text("\n".join(rows) + "\n")
     bad_lines = sorted(random.Random(11).sample(range(lines), broken))
-    for i in bad_lines:
-        rows[i] = rows[i][:-7]  # cut short: the line ends inside a value
+    for k, i in enumerate(bad_lines):
+        rows[i] = _break(rows[i], k)
     bad = folder / "chat_broken.jsonl"
     bad.write_text("\n".join(rows) + "\n")
     return clean, bad, bad_lines

@@ -47,8 +47,11 @@ def _file(formats: list[str], n: int, seed: int, block: int) -> bytes:
     for line in rng.sample(range(n), n // 25):
         fmt = formats[(line // block) % len(formats)]
         pick = rng.random()
-        if pick < 0.15:
+        if pick < 0.1:
             lines[line] = lines[line][:-3]  # cut short: not JSON
+        elif pick < 0.15:  # blank lines in some files, two values on a line in others
+            lines[line] = rng.choice(["", "  ", "\r", "123"] if seed % 2 else
+                                     [lines[line] + lines[line], "123", lines[line] + " 7"])
         elif pick < 0.3:
             lines[line] = lines[max(0, line - rng.randint(1, 40))]  # an exact copy
         else:
@@ -100,6 +103,55 @@ def test_a_broken_line_costs_its_own_check_and_the_lines_before_it_once_more(mon
     assert seen == [len(data), before, after]
     assert [(p.line, p.kind) for p in scan.problems] == [(broken, "malformed")]
     assert scan.records == 1499
+
+
+@pytest.mark.parametrize("odd", ["", "   ", '{"text": "one"} {"text": "two"}', '{"text": "a"}[1]'])
+def test_a_blank_line_or_two_values_on_a_line_are_the_only_lines_read_by_the_reference_path(odd, monkeypatch):
+    """The decoder passes over blank lines and reads two values on one line without
+    naming the line: its rows are placed around blank lines (one decode), and a line with
+    two values is found by halving the chunk; only that line goes the reference way."""
+    from trainproof_lsp.readers import dataset_fast
+
+    rows = [json.dumps(_row("alpaca", i)) for i in range(1200)]
+    odd_line = 777
+    rows[odd_line] = odd
+    data = ("\n".join(rows) + "\n").encode()
+    monkeypatch.setattr(ds, "CHUNK_BYTES", len(data) + 1)  # one chunk
+    decoded: list[int] = []
+    referred: list[int] = []
+    orig_fast, orig_line = ds._Scanner.fast, dataset_fast.scan_line
+
+    def spy_fast(self, base, chunk, lines=None):
+        decoded.append(len(chunk))
+        return orig_fast(self, base, chunk, lines)
+
+    def spy_line(line, raw):
+        referred.append(line)
+        return orig_line(line, raw)
+    monkeypatch.setattr(ds._Scanner, "fast", spy_fast)
+    monkeypatch.setattr(dataset_fast, "scan_line", spy_line)
+    scan = ds.scan_dataset("mem.jsonl", data)
+    assert referred == [odd_line]
+    if odd.strip():
+        assert [(p.line, p.kind) for p in scan.problems] == [(odd_line, "malformed")]
+        assert sum(decoded) <= 3 * len(data)
+    else:
+        assert scan.problems == () and scan.blank_lines == 1
+        assert decoded == [len(data)]
+    monkeypatch.setattr(ds._Scanner, "fast", lambda self, base, chunk, lines=None: -1)
+    assert _facts(scan) == _facts(ds.scan_dataset("mem.jsonl", data))
+
+
+@pytest.mark.xfail(strict=True, reason="the typed decoder reads a stream of values: a blank line and a "
+                   "line with two objects in one chunk leave its row count equal to the line count")
+def test_a_blank_line_and_a_line_with_two_objects_in_one_chunk_keep_their_lines(monkeypatch):
+    rows = [json.dumps(_row("text", i)) for i in range(20)]
+    rows[5] = ""
+    rows[12] = rows[11] + rows[11]
+    data = ("\n".join(rows) + "\n").encode()
+    fast = _facts(ds.scan_dataset("mem.jsonl", data))
+    monkeypatch.setattr(ds._Scanner, "fast", lambda self, base, chunk, lines=None: -1)
+    assert fast == _facts(ds.scan_dataset("mem.jsonl", data))
 
 
 def _edit(rng: random.Random, lines: list[str]) -> tuple[int, int, list[str]]:
