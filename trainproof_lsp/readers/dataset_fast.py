@@ -177,9 +177,7 @@ def _row_checks(vocab: frozenset[str]) -> tuple[_RowCheck, ...]:
 
     def chat(r: Any) -> bytes | None:
         m = msgs(r)
-        if m is None or role_issues(tuple(map(_get_role, m))) or any(map(isspace, map(_get_content, m))):
-            return None
-        return _enc(m)
+        return _enc(m) if _clean_chat(m) else None
 
     def sharegpt(r: Any) -> bytes | None:
         m = convs(r)
@@ -221,6 +219,14 @@ def _row_checks(vocab: frozenset[str]) -> tuple[_RowCheck, ...]:
                                 foreign_unset=foreign_unset, key_of=key_of[fmt],
                                 near_of=_lower_stripped if fmt == TEXT else bytes.lower))
     return tuple(checks)
+
+
+def _clean_chat(m: Any) -> bool:
+    """A decoded message list the reference check has nothing to say about: its role
+    sequence passes role_issues and no turn is whitespace only (the decoder has made
+    every content a non-empty string)."""
+    return m is not None and not role_issues(tuple(map(_get_role, m))) \
+        and not any(map(str.isspace, map(_get_content, m)))
 
 
 def _clean_turns(ms: list[Any]) -> bool:
@@ -459,10 +465,8 @@ class Scanner:
         fails are the rows looked at one by one, and only the failing rows go through the
         reference path."""
         clean = (ts is None or ts.count(UNSET) == len(ms)) and None not in ms and _clean_turns(ms)
-        bad = [] if clean else [
-            i for i, m in enumerate(ms)
-            if m is None or (ts is not None and ts[i] is not UNSET) or role_issues(tuple(map(_get_role, m)))
-            or any(map(str.isspace, map(_get_content, m)))]
+        bad = [] if clean else [i for i, m in enumerate(ms)
+                                if (ts is not None and ts[i] is not UNSET) or not _clean_chat(m)]
         keys = list(map(_enc, ms))
         self.exact.extend(map(_hash, keys))
         self.near.extend(map(_hash, map(bytes.lower, keys)))
@@ -471,7 +475,7 @@ class Scanner:
     def _text_run(self, base: int, lo: int, ts: list[Any], chunk: bytes) -> None:
         """A run of text rows, checked and hashed a column at a time (see _chat_run)."""
         clean = UNSET not in ts and None not in ts and "" not in ts and not any(map(str.isspace, ts))
-        bad = [] if clean else [i for i, t in enumerate(ts) if type(t) is not str or not t or t.isspace()]
+        bad = [] if clean else [i for i, t in enumerate(ts) if not is_filled_text(t)]
         if bad:
             ts = ts.copy()
             for i in bad:

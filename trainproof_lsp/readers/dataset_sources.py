@@ -22,11 +22,11 @@ from .jsonpos import element_ranges
 
 # Bytes per read and decode. Large enough that per-chunk overhead stays small, small
 # enough that the decoded rows of one chunk stay in cache, memory stays flat, and a broken
-# line (which makes the typed decoder read the lines before it in its chunk again) costs
-# little: that re-read is half a chunk on average, so at 64 KiB 1,000 broken lines in
-# 1M chat rows (552 MB) cost ~6% (benchmarks/bench_broken_lines.py), where 128 KiB cost
-# ~12%. Clean files scan as fast at 64 KiB as at 128 KiB (bench_preflight.py); 2 MiB
-# chunks cost +12% on its 1M-line file.
+# line (which makes the typed decoder read the lines before it in its chunk again: half a
+# chunk on average) costs little. Measured: clean files scan as fast at 64 KiB as at
+# 128 KiB (within noise; 2 MiB chunks cost +12% on bench_preflight.py's 1M-line file),
+# and 1,000 broken lines in 1M chat rows cost 8% of a clean pass at 64 KiB
+# (benchmarks/bench_broken_lines.py) against 12% at 128 KiB on a 300k-row cut of it.
 CHUNK_BYTES = 1 << 16
 # A longer row is streamed past unread (caps.py max_row_mb holds the why).
 DEFAULT_MAX_ROW = DEFAULT_CAPS.max_row_mb * MIB
