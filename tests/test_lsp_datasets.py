@@ -13,7 +13,6 @@ from trainproof_lsp.core.config import Config
 from trainproof_lsp.server import datasets
 from trainproof_lsp.server.documents import LineDocument
 
-pytestmark = pytest.mark.skipif(not datasets.incremental_available(), reason="no dataset preflight in this version")
 
 ROWS = [
     {"text": "Hello world."},

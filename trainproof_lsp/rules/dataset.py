@@ -200,7 +200,7 @@ is a WARN.
 
 
 def check_not_alternating(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
-    rejected = getattr(ctx, "template_rejected", frozenset())
+    rejected: frozenset[int] = getattr(ctx, "template_rejected", frozenset())
     for p in scan.problems:
         if p.kind == ds.NOT_ALTERNATING and p.line not in rejected:
             yield Hit(message=f"line {p.line + 1}: {p.message}", evidence={"line": p.line + 1, **dict(p.evidence)},
@@ -236,13 +236,16 @@ What it does not mean: rows that differ only in letter case or surrounding white
 """
 
 
-def check_duplicates(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
-    for d in scan.duplicates:
-        yield Hit(message=f"line {d.line + 1} repeats line {d.first + 1} exactly",
-                  evidence={"line": d.line + 1, "first_line": d.first + 1,
-                            "duplicates_in_file": len(scan.duplicates)},
+def _repeats(scan: ds.DatasetScan, found: tuple[ds.Duplicate, ...], how: str, count_key: str) -> Iterator[Hit]:
+    for d in found:
+        yield Hit(message=f"line {d.line + 1} repeats line {d.first + 1} {how}",
+                  evidence={"line": d.line + 1, "first_line": d.first + 1, count_key: len(found)},
                   location=_line_location(scan, d.line),
                   related=(Related(location=_line_location(scan, d.first), message="first occurrence"),))
+
+
+def check_duplicates(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    return _repeats(scan, scan.duplicates, "exactly", "duplicates_in_file")
 
 
 DUPLICATE = Rule(id="TP-PRE-DUPLICATE-TEXT", name="duplicate-text", level=Level.WARN, doc=DUPLICATE_DOC,
@@ -259,12 +262,7 @@ What it does not mean: paraphrases; only case and outer whitespace are ignored.
 
 
 def check_near_duplicates(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
-    for d in scan.near_duplicates:
-        yield Hit(message=f"line {d.line + 1} repeats line {d.first + 1} up to letter case or whitespace",
-                  evidence={"line": d.line + 1, "first_line": d.first + 1,
-                            "near_duplicates_in_file": len(scan.near_duplicates)},
-                  location=_line_location(scan, d.line),
-                  related=(Related(location=_line_location(scan, d.first), message="first occurrence"),))
+    return _repeats(scan, scan.near_duplicates, "up to letter case or whitespace", "near_duplicates_in_file")
 
 
 NEAR_DUPLICATE = Rule(id="TP-PRE-NEAR-DUPLICATE", name="near-duplicate", level=Level.WARN,

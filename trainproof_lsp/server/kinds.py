@@ -14,11 +14,8 @@ to judge in it, and model/tokenizer configs get their folder's lenses and checks
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 from ..core.formats import by_name
 
@@ -54,14 +51,3 @@ def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKi
             return DocKind("script", "python", detected.reason, lint=False)
     return DocKind("other", detected.format, detected.reason, lint=False)
 
-
-def optional_module(name: str) -> ModuleType | None:
-    """An engine module that may be missing from an older or partial installation
-    (preflight, compare, envcheck): None then, and the feature says it is unavailable."""
-    full = f"trainproof_lsp.{name}"
-    try:
-        if importlib.util.find_spec(full) is None:
-            return None
-        return importlib.import_module(full)
-    except Exception:  # a half-installed module must not take the server down
-        return None
