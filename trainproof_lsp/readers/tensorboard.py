@@ -185,14 +185,16 @@ def _wall_time_series(series: dict[str, Series], walls: dict[str, Floats]) -> di
     steps = Ints()
     values = Floats()
     records = Ints()
-    loss_steps, loss_records = loss.steps, loss.records
-    for i in range(1, len(loss)):
-        dstep = loss_steps[i] - loss_steps[i - 1]
-        dwall = wall[i] - wall[i - 1]
+    ls = loss.steps
+    # Consecutive pairs by zip, not by index: a pass in C iterators over a long run.
+    for s0, s1, w0, w1, rec in zip(ls, islice(ls, 1, None), wall, islice(wall, 1, None),
+                                   islice(loss.records, 1, None)):
+        dstep = s1 - s0
+        dwall = w1 - w0
         if dstep > 0 and dwall > 0:
-            steps.append(loss_steps[i])
+            steps.append(s1)
             values.append(dwall / dstep)
-            records.append(loss_records[i])
+            records.append(rec)
     if len(values) < 2:
         return {}
     return {"step_time": Series("step_time", "wall time / step", steps, values, records)}
