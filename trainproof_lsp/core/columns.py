@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 
 if TYPE_CHECKING:
     _IntArray = array[int]
@@ -36,26 +36,32 @@ class Ints(_IntArray):
     __slots__ = ()
 
     def __new__(cls, items: Iterable[int] = ()) -> "Ints":
-        return super().__new__(cls, "q", items)  # type: ignore[call-overload,no-any-return]
+        return super().__new__(cls, "q", items)  # type: ignore[return-value]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (tuple, list)):
             return _same_items(self, other)
-        return array.__eq__(self, other)  # type: ignore[operator,no-any-return]
+        return array.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
 
-    __hash__ = None  # type: ignore[assignment]  # mutable, as an array is
+    __hash__ = None  # mutable, as an array is
 
     def __repr__(self) -> str:
         return f"Ints({list(self)!r})"
 
-    def __getitem__(self, i: Any) -> Any:
+    @overload
+    def __getitem__(self, i: SupportsIndex) -> int: ...
+    @overload
+    def __getitem__(self, i: slice) -> "Ints": ...
+
+    def __getitem__(self, i: SupportsIndex | slice) -> "int | Ints":
         # A slice stays a column (tuple slices stayed tuples); an index is a number.
-        got = array.__getitem__(self, i)
-        return Ints(got) if type(i) is slice else got
+        if isinstance(i, slice):
+            return Ints(array.__getitem__(self, i))
+        return array.__getitem__(self, i)
 
 
 class Floats(_FloatArray):
@@ -64,33 +70,39 @@ class Floats(_FloatArray):
     __slots__ = ()
 
     def __new__(cls, items: Iterable[float] = ()) -> "Floats":
-        return super().__new__(cls, "d", items)  # type: ignore[call-overload,no-any-return]
+        return super().__new__(cls, "d", items)  # type: ignore[return-value]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (tuple, list)):
             return _same_items(self, other)
-        return array.__eq__(self, other)  # type: ignore[operator,no-any-return]
+        return array.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __repr__(self) -> str:
         return f"Floats({list(self)!r})"
 
-    def __getitem__(self, i: Any) -> Any:
+    @overload
+    def __getitem__(self, i: SupportsIndex) -> float: ...
+    @overload
+    def __getitem__(self, i: slice) -> "Floats": ...
+
+    def __getitem__(self, i: SupportsIndex | slice) -> "float | Floats":
         # A slice stays a column (tuple slices stayed tuples); an index is a number.
-        got = array.__getitem__(self, i)
-        return Floats(got) if type(i) is slice else got
+        if isinstance(i, slice):
+            return Floats(array.__getitem__(self, i))
+        return array.__getitem__(self, i)
 
 
 def ints(items: Iterable[int]) -> Ints:
     """`items` as an Ints column; an Ints is returned as it is (no copy)."""
-    return items if type(items) is Ints else Ints(items)  # type: ignore[return-value]
+    return items if isinstance(items, Ints) else Ints(items)
 
 
 def floats(items: Iterable[float]) -> Floats:
     """`items` as a Floats column; a Floats is returned as it is (no copy)."""
-    return items if type(items) is Floats else Floats(items)  # type: ignore[return-value]
+    return items if isinstance(items, Floats) else Floats(items)

@@ -160,10 +160,10 @@ def read_event_files(paths: list[Path], *, verify_crc: bool = True,
             steps, wall, values = Ints(steps[i] for i in order), Floats(wall[i] for i in order), \
                 Floats(values[i] for i in order)
             offs, shard = Ints(offs[i] for i in order), Ints(shard[i] for i in order)
-        first = len(files)
+        base = len(files)
         files.extend(shard)
         offsets.extend(offs)
-        series[canonical] = Series(canonical, tag_of[canonical], steps, values, Ints(range(first, len(files))))
+        series[canonical] = Series(canonical, tag_of[canonical], steps, values, Ints(range(base, len(files))))
         walls[canonical] = wall
     series.update(_wall_time_series(series, walls))
     classes, config = adjacent.find_num_classes(Path(sources[0]))
