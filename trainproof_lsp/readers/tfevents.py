@@ -103,7 +103,8 @@ from __future__ import annotations
 import importlib
 import os
 import struct
-from bisect import bisect_left
+from itertools import repeat
+from operator import attrgetter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -671,6 +672,9 @@ class EventPoint(NamedTuple):
     value: float
 
 
+_offset_of = attrgetter("offset")
+
+
 class EventReader:
     """An event file read incrementally: `feed(bytes)` as many times as bytes arrive,
     then `finish()` for the scan. A record cut at the end of a feed is kept and
@@ -723,14 +727,17 @@ class EventReader:
         app[3](offset)
         return app
 
-    def points_from(self, offset: int) -> list[EventPoint]:
-        """The points of records at or after byte `offset`, in file order (what a feed
-        that started there added; see _EventTailer in guardian/watch.py)."""
+    def take_points(self) -> list[EventPoint]:
+        """The points read since the last call, in file order, emptied from the columns
+        (a tailer keeps its own series and wants each point once; the tags, templates and
+        metadata stay, so later records are read as before)."""
         out: list[EventPoint] = []
         for tag, (steps, walls, values, offsets) in self.cols.items():
-            for i in range(bisect_left(offsets, offset), len(offsets)):
-                out.append(EventPoint(offsets[i], tag, steps[i], walls[i], values[i]))
-        out.sort(key=lambda pt: pt.offset)
+            if len(steps):
+                out.extend(map(EventPoint, offsets, repeat(tag), steps, walls, values))
+                # Emptied in place: the templates hold these columns' append methods.
+                del steps[:], walls[:], values[:], offsets[:]
+        out.sort(key=_offset_of)
         return out
 
     # --- records -----------------------------------------------------------------------
@@ -826,6 +833,11 @@ class EventReader:
         pos = self._scan(buf, base, final=False)
         self._rest = b"" if self.stopped else buf[pos:]
         return self.records - before
+
+    def drop_cut(self) -> None:
+        """Forget the record cut at the end of the last feed: the caller will feed it
+        again from `end_offset` (a tailer that re-reads a growing file from there)."""
+        self._rest = b""
 
     def finish(self) -> EventFileScan:
         """The scan of everything fed: a record still cut is the file's truncated tail."""
