@@ -14,7 +14,7 @@ import pytest
 import tfevents_writers as tw
 
 from trainproof_lsp.core.columns import Floats, Ints
-from trainproof_lsp.core.model import Series
+from trainproof_lsp.core.model import ReadError, Series
 from trainproof_lsp.guardian.incremental import LiveRun
 from trainproof_lsp.readers import tfevents, trainer_state
 from trainproof_lsp.readers.tensorboard import read_event_files
@@ -229,3 +229,39 @@ def test_trainer_state_with_a_non_object_entry_reads_the_rest(tmp_path: Path) ->
     assert run.notes == ((5, "log entry is not an object; not used"),)
     assert run.series["loss"].records == (0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11)
     assert math.isclose(run.series["loss"].values[5], 1.0 / 6)
+
+
+def test_trainer_state_with_nan_is_decoded_in_batches_as_a_whole(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "trainer_state.json"
+    hist = _history(40)
+    hist[30]["loss"] = float("nan")  # json.dumps writes a bare NaN, as HF does
+    hist[33]["learning_rate"] = "high"
+    path.write_text(json.dumps({"log_history": hist, "max_steps": 40, "logging_steps": 5}, indent=2),
+                    encoding="utf-8")
+    assert b"NaN" in path.read_bytes()
+    whole = read_trainer_state(path)
+    monkeypatch.setattr(trainer_state, "_BATCH", 3)
+    batched = read_trainer_state(path)
+    loss = batched.series["loss"]
+    assert [r for r, v in zip(loss.records, loss.values) if math.isnan(v)] == [30]
+    for name, s in whole.series.items():
+        b = batched.series[name]
+        assert (b.steps, b.records) == (s.steps, s.records) and len(b) == len(s), name
+        assert all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(b.values, s.values))
+    assert batched.notes == whole.notes and len(batched.notes) == 2
+    assert batched.meta == whole.meta and batched.meta.logging_steps == 5
+    assert batched.record_spans == whole.record_spans
+
+
+def test_a_broken_entry_among_nan_ones_is_worded_as_the_whole_decode_words_it(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "trainer_state.json"
+    text = json.dumps({"log_history": [{"step": s, "loss": float("nan") if s == 2 else 1.0 / s}
+                                       for s in range(1, 20)]}, indent=2)
+    path.write_text(text.replace('"step": 9', '"step": 9,,'), encoding="utf-8")
+    monkeypatch.setattr(trainer_state, "_BATCH", 4)
+    with pytest.raises(ReadError) as err:
+        read_trainer_state(path)
+    line = text.split("\n").index('      "step": 9,') + 1
+    assert str(err.value).startswith(f"{path}:{line}:") and "invalid JSON" in str(err.value)

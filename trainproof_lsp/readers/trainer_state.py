@@ -23,7 +23,9 @@ standard library instead.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable, Iterator
 from itertools import accumulate, compress, islice, repeat
 from operator import add, and_, attrgetter, is_not
 from pathlib import Path
@@ -149,34 +151,44 @@ def read_trainer_state(path: str | Path, data: bytes | None = None, *,
             raise msgspec.ValidationError("read by mapping key names")
         entries: list[Any] = []
     except (msgspec.DecodeError, msgspec.ValidationError):
+        # Bare NaN/Infinity (HF writes them for non-finite losses), odd types, or names
+        # to map: the standard library decodes it, batch by batch when the entries were
+        # found (a diverged 1M-entry run must not become 1M dicts), else whole.
+        got = _plain_entries(data, ranges)
+        if got is not None:
+            top, batches = got
+            try:
+                n, seen_keys = _keys_seen(batches)
+            except (ValueError, RecursionError):  # a batch that does not decode
+                got = None
+        if got is None:
+            doc = decode_json(data, name)
+            if not isinstance(doc, dict) or not isinstance(doc.get("log_history"), list):
+                raise ReadError(f"{name}: no log_history list; not a trainer_state.json") from None
+            whole: list[Any] = doc["log_history"]
+            top, batches = doc, (lambda: iter(((0, whole),)))
+            n, seen_keys = _keys_seen(batches)
         cols = Columns()
         notes = []
-        doc = decode_json(data, name)
-        if not isinstance(doc, dict) or not isinstance(doc.get("log_history"), list):
-            raise ReadError(f"{name}: no log_history list; not a trainer_state.json") from None
-        entries = doc["log_history"]
-        n = len(entries)
-        seen_keys: dict[str, None] = {}
-        for e in entries:
-            if isinstance(e, dict):
-                seen_keys.update(dict.fromkeys(k for k in e if isinstance(k, str)))
         keys = _series_keys(seen_keys, columns_map)
-        for i, e in enumerate(entries):
-            if not isinstance(e, dict):
-                notes.append((i, "log entry is not an object; not used"))
-                continue
-            step = to_step(e.get("step"))
-            if step is None:
-                notes.append((i, "log entry without an integer step; not used"))
-                continue
-            for series, key in keys:
-                if key in e:
-                    v = to_float(e[key])
-                    if v is None:
-                        notes.append((i, f"{key} is {e[key]!r}, not a number; not used"))
-                    else:
-                        cols.add(series, key, step, v, i)
-        meta_src = {k: doc.get(k) for k in ("max_steps", "logging_steps", "best_global_step",
+        for lo, entries in batches():
+            for i, e in enumerate(entries, lo):
+                if not isinstance(e, dict):
+                    notes.append((i, "log entry is not an object; not used"))
+                    continue
+                step = to_step(e.get("step"))
+                if step is None:
+                    notes.append((i, "log entry without an integer step; not used"))
+                    continue
+                for series, key in keys:
+                    if key in e:
+                        v = to_float(e[key])
+                        if v is None:
+                            notes.append((i, f"{key} is {e[key]!r}, not a number; not used"))
+                        else:
+                            cols.add(series, key, step, v, i)
+        entries = [dict.fromkeys(seen_keys)]  # the keys, for the message below
+        meta_src = {k: top.get(k) for k in ("max_steps", "logging_steps", "best_global_step",
                                             "best_model_checkpoint")}
     found = cols.series()
     if LOSS not in found and EVAL_LOSS not in found:
@@ -196,6 +208,53 @@ def read_trainer_state(path: str | Path, data: bytes | None = None, *,
         sources=(name,),
         notes=tuple(notes),
     )
+
+
+def _keys_seen(batches: Callable[[], Iterator[tuple[int, list[Any]]]]) -> tuple[int, dict[str, None]]:
+    """How many entries, and every key of the entries, in first-seen order."""
+    n = 0
+    seen: dict[str, None] = {}
+    for _, entries in batches():
+        n += len(entries)
+        for e in entries:
+            if isinstance(e, dict):
+                seen.update(dict.fromkeys(k for k in e if isinstance(k, str)))
+    return n, seen
+
+
+def _plain_entries(data: bytes, ranges: _Ranges | None) -> tuple[dict[str, Any], Callable[
+        [], Iterator[tuple[int, list[Any]]]]] | None:
+    """The document without its log_history (decoded), and a function that yields
+    (index of the first entry, entries) batch by batch, decoded by the standard library
+    (NaN/Infinity accepted; a batch that fails to decode raises ValueError). None when the
+    entries' places are unknown or the rest of the document does not decode: the caller
+    then decodes the whole document, which also words any error."""
+    if ranges is None or not len(ranges.starts):
+        return None
+    open_pos = array_start(data, b"log_history")
+    close = ranges.ends[-1]
+    while close < len(data) and data[close] in b" \t\r\n":
+        close += 1
+    if open_pos < 0 or data[close : close + 1] != b"]":
+        return None
+    try:
+        top = json.loads((data[:open_pos] + b"[]" + data[close + 1 :]).decode("utf-8-sig"))
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        return None
+    if not isinstance(top, dict) or top.get("log_history") != []:
+        return None
+    starts, ends = ranges.starts, ranges.ends
+    n = len(starts)
+
+    def each() -> Iterator[tuple[int, list[Any]]]:
+        for lo in range(0, n, _BATCH):
+            hi = min(n, lo + _BATCH)
+            got = json.loads((b"[" + data[starts[lo] : ends[hi - 1]] + b"]").decode("utf-8"))
+            if len(got) != hi - lo:
+                raise ValueError("log_history entries are not where they were found")
+            yield lo, got
+
+    return top, each
 
 
 def _keys_of(entry: Any) -> list[str]:
