@@ -171,6 +171,8 @@ def read_trainer_state(path: str | Path, data: bytes | None = None, *,
         cols = Columns()
         notes = []
         keys = _series_keys(seen_keys, columns_map)
+        # Typed columns per series (not lists of Python numbers): (steps, values, records).
+        typed = {series: (Ints(), Floats(), Ints()) for series, _ in keys}
         for lo, entries in batches():
             for i, e in enumerate(entries, lo):
                 if not isinstance(e, dict):
@@ -186,7 +188,15 @@ def read_trainer_state(path: str | Path, data: bytes | None = None, *,
                         if v is None:
                             notes.append((i, f"{key} is {e[key]!r}, not a number; not used"))
                         else:
-                            cols.add(series, key, step, v, i)
+                            col = typed[series]
+                            col[0].append(step)
+                            col[1].append(v)
+                            col[2].append(i)
+        # In the order series first appear in the log (as rows add them), keys order on a tie.
+        present = [(typed[series][2][0], k, series, key) for k, (series, key) in enumerate(keys)
+                   if len(typed[series][0])]
+        for _, _, series, key in sorted(present):
+            cols.put(Series(series, key, *typed[series]))
         entries = [dict.fromkeys(seen_keys)]  # the keys, for the message below
         meta_src = {k: top.get(k) for k in ("max_steps", "logging_steps", "best_global_step",
                                             "best_model_checkpoint")}
