@@ -1,6 +1,10 @@
 """Scale: size -> time, peak RSS and throughput, beside the peers, in one run.
 
-    python benchmarks/bench_scale.py [--only datasets] [--quick] [--repeat N]
+    python benchmarks/bench_scale.py [--only logs|datasets] [--quick] [--repeat N]
+
+Logs (`--only logs`): trainer_state.json of 20k/200k/1M entries and event files of
+30k/300k/3M scalar events, beside the published `trainproof` and TensorBoard's
+EventAccumulator; the code and its details are in bench_scale_logs.py.
 
 Datasets (`dataset_*` below): JSONL files of 100k, 1M and 4M lines (text and chat rows
 in blocks of 10,000 lines with faults injected, as in bench_preflight.py; the 4M-line file
@@ -257,7 +261,16 @@ def dataset_main(args: argparse.Namespace) -> int:
 
 # --- main --------------------------------------------------------------------------------
 
-PARTS = {"datasets": dataset_main}
+def logs_main(args: argparse.Namespace) -> int:
+    import bench_scale_logs  # beside this file (the script's folder is on sys.path)
+
+    argv = ["--quick"] if args.quick else []
+    if args.data_dir:
+        argv += ["--keep", str(Path(args.data_dir) / "logs")]
+    return bench_scale_logs.main(argv)
+
+
+PARTS = {"logs": logs_main, "datasets": dataset_main}
 
 
 def main() -> int:

@@ -4,9 +4,10 @@ Readers produce them, rules read them, the engine turns rule hits into findings 
 reports, renderers print them. Everything here is frozen: once a reader has said what a
 file holds, nobody downstream changes it.
 
-Metric series are columnar (`steps`, `values`, `records` as parallel tuples) because a
-200k-entry trainer_state.json must be read and judged in about the time a plain
-`json.load` takes; one object per point would cost more than the parse. A point's source
+Metric series are columnar (`steps`, `values`, `records` as parallel typed arrays,
+core/columns.py) because a 200k-entry trainer_state.json must be read and judged in about
+the time a plain `json.load` takes, and a run of tens of millions of scalars must fit in
+memory; one object per point would cost more than the parse, and 5x the bytes. A point's source
 position is found through its record index (`Run.span_of(record)`), so spans are only
 materialised for the handful of points a finding cites.
 """
@@ -17,7 +18,10 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from enum import Enum
-from typing import Any, Mapping
+from itertools import compress
+from typing import Any, Iterable, Mapping
+
+from .columns import Floats, Ints, floats, ints
 
 
 class Level(str, Enum):
@@ -106,9 +110,11 @@ SERIES_NAMES = (LOSS, EVAL_LOSS, LR, GRAD_NORM, STEP_TIME, DATA_TIME, THROUGHPUT
                 EVAL_ACCURACY)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, eq=True)
 class Series:
-    """One metric over steps. Parallel tuples; `records[i]` indexes `Run.record_spans`.
+    """One metric over steps: parallel typed columns (core/columns.py); `records[i]`
+    indexes `Run.record_spans`. Built from any iterables (tuples, lists, arrays); an
+    `Ints`/`Floats` column is kept as it is, without a copy.
 
     Not slotted: `finite()` is cached on the instance, because a dozen rules ask for it
     and a 200k-point series should be filtered once, not a dozen times.
@@ -116,9 +122,19 @@ class Series:
 
     name: str
     source_name: str  # the column / key / tag it was read from, e.g. "train/loss"
-    steps: tuple[int, ...]
-    values: tuple[float, ...]
-    records: tuple[int, ...]
+    steps: Ints
+    values: Floats
+    records: Ints
+
+    def __init__(self, name: str, source_name: str, steps: Iterable[int], values: Iterable[float],
+                 records: Iterable[int]) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "source_name", source_name)
+        object.__setattr__(self, "steps", ints(steps))
+        object.__setattr__(self, "values", floats(values))
+        object.__setattr__(self, "records", ints(records))
+
+    __hash__ = None  # type: ignore[assignment]  # columns are arrays
 
     def __len__(self) -> int:
         return len(self.values)
@@ -135,13 +151,13 @@ class Series:
     def _finite(self) -> "Series":
         if self.all_finite:
             return self
-        keep = [i for i, v in enumerate(self.values) if math.isfinite(v)]
+        keep = [math.isfinite(v) for v in self.values]
         return Series(
             self.name,
             self.source_name,
-            tuple(self.steps[i] for i in keep),
-            tuple(self.values[i] for i in keep),
-            tuple(self.records[i] for i in keep),
+            compress(self.steps, keep),
+            compress(self.values, keep),
+            compress(self.records, keep),
         )
 
     def finite(self) -> "Series":
@@ -149,23 +165,36 @@ class Series:
         return self._finite
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, init=False)
 class RecordSpans:
     """Source range of every record (log entry, JSONL line, CSV row) of a run.
 
-    Stored as parallel int tuples rather than Span objects for speed; `span(i)` builds
-    the Span for the one record a finding needs.
+    Stored as parallel typed columns rather than Span objects, for speed and memory;
+    `span(i)` builds the Span for the one record a finding needs. Built from any
+    iterables, keyword-only.
     """
 
-    start_lines: tuple[int, ...] = ()
-    start_chars: tuple[int, ...] = ()
-    end_lines: tuple[int, ...] = ()
-    end_chars: tuple[int, ...] = ()
+    start_lines: Ints
+    start_chars: Ints
+    end_lines: Ints
+    end_chars: Ints
     # For runs read from several files (MLflow metric files, merged event shards): the
     # index into Run.sources of the file each record came from. Empty: all from Run.path.
-    files: tuple[int, ...] = ()
+    files: Ints
     # For binary sources: the byte offset of each record (event files); else empty.
-    byte_offsets: tuple[int, ...] = ()
+    byte_offsets: Ints
+
+    def __init__(self, *, start_lines: Iterable[int] = (), start_chars: Iterable[int] = (),
+                 end_lines: Iterable[int] = (), end_chars: Iterable[int] = (),
+                 files: Iterable[int] = (), byte_offsets: Iterable[int] = ()) -> None:
+        object.__setattr__(self, "start_lines", ints(start_lines))
+        object.__setattr__(self, "start_chars", ints(start_chars))
+        object.__setattr__(self, "end_lines", ints(end_lines))
+        object.__setattr__(self, "end_chars", ints(end_chars))
+        object.__setattr__(self, "files", ints(files))
+        object.__setattr__(self, "byte_offsets", ints(byte_offsets))
+
+    __hash__ = None  # type: ignore[assignment]
 
     def span(self, record: int) -> Span | None:
         if 0 <= record < len(self.start_lines):

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 
 from ..core.config import Config
 from ..judge.engine import judge_run, not_checked
+from ..core.columns import Floats, Ints
 from ..core.model import (
     EVAL_LOSS,
     LOSS,
@@ -80,17 +81,19 @@ class LiveRun:
         self.meta = meta or RunMeta()
         self.sources = sources or (path,)
         self.records = 0  # records (log entries, rows, event records) so far
-        self._steps: dict[str, list[int]] = {}
-        self._values: dict[str, list[float]] = {}
-        self._records: dict[str, list[int]] = {}
+        # Typed columns (core/columns.py): a watched run of millions of points costs
+        # 8 bytes a number, not a Python object each.
+        self._steps: dict[str, Ints] = {}
+        self._values: dict[str, Floats] = {}
+        self._records: dict[str, Ints] = {}
         self._source: dict[str, str] = {}
         # Source positions, one per record: text spans or byte offsets (or neither, for
         # an in-process callback, whose records are its log calls).
-        self._sl: list[int] = []
-        self._sc: list[int] = []
-        self._el: list[int] = []
-        self._ec: list[int] = []
-        self._offsets: list[int] = []
+        self._sl = Ints()
+        self._sc = Ints()
+        self._el = Ints()
+        self._ec = Ints()
+        self._offsets = Ints()
         self.notes: list[tuple[int, str]] = []
         # Notes about the whole log that lead the list, by key (e.g. a count of bad
         # lines, restated as it grows), as a reader puts them first.
@@ -113,9 +116,9 @@ class LiveRun:
     def add(self, name: str, source: str, step: int, value: float, record: int) -> None:
         steps = self._steps.get(name)
         if steps is None:
-            steps = self._steps[name] = []
-            self._values[name] = []
-            self._records[name] = []
+            steps = self._steps[name] = Ints()
+            self._values[name] = Floats()
+            self._records[name] = Ints()
             self._source[name] = source
         steps.append(step)
         self._values[name].append(value)
@@ -125,12 +128,13 @@ class LiveRun:
         """Take a whole re-read run (a file its writer rewrites whole, or rewrote)."""
         self._reset(path=run.path, format=run.format, meta=run.meta, sources=run.sources)
         for name, s in run.series.items():
-            self._steps[name], self._values[name] = list(s.steps), list(s.values)
-            self._records[name], self._source[name] = list(s.records), s.source_name
+            # Copies: the run's columns may be shared, and these grow.
+            self._steps[name], self._values[name] = Ints(s.steps), Floats(s.values)
+            self._records[name], self._source[name] = Ints(s.records), s.source_name
         rs = run.record_spans
-        self._sl, self._sc = list(rs.start_lines), list(rs.start_chars)
-        self._el, self._ec = list(rs.end_lines), list(rs.end_chars)
-        self._offsets = list(rs.byte_offsets)
+        self._sl, self._sc = Ints(rs.start_lines), Ints(rs.start_chars)
+        self._el, self._ec = Ints(rs.end_lines), Ints(rs.end_chars)
+        self._offsets = Ints(rs.byte_offsets)
         self.records = max(len(rs.start_lines), len(rs.byte_offsets),
                            max((r[-1] + 1 for r in self._records.values() if r), default=0))
         self.notes = list(run.notes)
@@ -151,12 +155,13 @@ class LiveRun:
         return tuple(self._steps)
 
     def snapshot(self) -> Run:
-        series = {name: Series(name, self._source[name], tuple(self._steps[name]),
-                               tuple(self._values[name]), tuple(self._records[name]))
+        # Copies (a memcpy per column): the snapshot stays as it is while the run grows.
+        series = {name: Series(name, self._source[name], Ints(self._steps[name]),
+                               Floats(self._values[name]), Ints(self._records[name]))
                   for name in self._steps}
-        spans = RecordSpans(start_lines=tuple(self._sl), start_chars=tuple(self._sc),
-                            end_lines=tuple(self._el), end_chars=tuple(self._ec),
-                            byte_offsets=tuple(self._offsets))
+        spans = RecordSpans(start_lines=Ints(self._sl), start_chars=Ints(self._sc),
+                            end_lines=Ints(self._el), end_chars=Ints(self._ec),
+                            byte_offsets=Ints(self._offsets))
         return Run(path=self.path, format=self.format, series=series, record_spans=spans,
                    meta=self.meta, sources=self.sources, unmapped=self.unmapped,
                    notes=(*self.lead_notes.values(), *self.notes))
@@ -164,9 +169,8 @@ class LiveRun:
     def tail(self, window: int) -> Run:
         """The last `window` points of each series, records numbered as in the whole run.
         No source positions: tail findings are never published (see the module doc)."""
-        series = {name: Series(name, self._source[name], tuple(self._steps[name][-window:]),
-                               tuple(self._values[name][-window:]),
-                               tuple(self._records[name][-window:]))
+        series = {name: Series(name, self._source[name], self._steps[name][-window:],
+                               self._values[name][-window:], self._records[name][-window:])
                   for name in self._steps}
         return Run(path=self.path, format=self.format, series=series, record_spans=RecordSpans(),
                    meta=self.meta, sources=self.sources)
@@ -183,7 +187,11 @@ def judge_live(run: Run, config: Config, *, extra: Iterable[Finding] = (),
     return judge_run(run, config, extra=extra)
 
 
-def finding_key(report: Report) -> tuple:
+# (verdict, sorted (rule id, level) of its FAIL/WARN findings)
+FindingKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def finding_key(report: Report) -> FindingKey:
     """What makes a verdict *change*: the verdict and the ids of its FAIL/WARN findings
     (their numbers move with every log; their ids do not)."""
     ids = sorted({(f.id, f.level.value) for f in report.findings if f.level in (Level.FAIL, Level.WARN)})
@@ -224,7 +232,7 @@ class IncrementalJudge:
     _credit: float = 0.0
     _seen: int = 0
     _pending: bool = False
-    _tail_key: tuple | None = None
+    _tail_key: FindingKey | None = None
 
     def update(self, live: LiveRun, *, extra: Iterable[Finding] = (), force: bool = False,
                columns: Iterable[str] = ()) -> Report | None:

@@ -9,11 +9,10 @@ Reading only what is new
   the reader's `RowMapping`, computed again when a new column name appears (a test checks
   watch and the whole-file read agree). A log the reader cannot read (not UTF-8, a
   malformed CSV) is NOT-CHECKED, as `doctor` says, until it is rewritten from the start.
-- TensorBoard event files: the offset of the end of the last complete record; appended
-  records are scanned with `scan_event_bytes` (a record cut by the writer is read on a
-  later poll). Records that carry a tag's `scalars` plugin metadata are kept (a few
-  hundred bytes per tag) and scanned again in front of each new chunk, so TF2-style
-  tensor scalars, whose metadata is only in a tag's first record, are still recognised.
+- TensorBoard event files: the appended bytes are fed to the event reader's incremental
+  form (`EventReader.feed`, the code the whole read uses): it keeps a record cut by the
+  writer until its end arrives, and each tag's first metadata, so TF2-style tensor
+  scalars, whose metadata is only in a tag's first record, are still recognised.
 - `trainer_state.json`: HF rewrites it whole at every checkpoint, so there is nothing to
   append to: it is read again, whole, only when its size or mtime changes (once per
   checkpoint). In an HF output_dir the newest `checkpoint-*/trainer_state.json` is the
@@ -44,7 +43,6 @@ Exit codes come from cli.exit_code over the final reports: 1 FAIL, 2 not judged,
 from __future__ import annotations
 
 import os
-import struct
 import sys
 import time
 from collections.abc import Callable
@@ -60,15 +58,13 @@ from ..core.model import Finding, NotJudged, Outcome, ReadError, Report, Span, V
 from ..readers.metrics import CsvFeed, GrowingRowMapping, JsonlFeed, map_columns
 from ..readers.tensorboard import normalise_tag, split_of
 from ..readers.trainer_state import read_trainer_state
-from ..readers.tfevents import scan_event_bytes
+from ..readers.tfevents import EventFileScan, EventPoint, EventReader
 from .core import change_lines, default_confirm, fail_ids
 from .incremental import IncrementalJudge, LiveRun, Schedule, finding_key
 from .stream import STREAM_NAME, encode, stall_event, verdict_event
 
 # Bytes compared at the start of a file on each change: a rewrite from the start shows here.
 _HEAD_CHECK = 256
-_SCALARS_PLUGIN = b"\x0a\x07scalars"  # PluginData.plugin_name = "scalars", as encoded
-_PROLOGUE_CAP = 1 << 20  # metadata records kept per event file, at most
 
 
 @dataclass
@@ -190,26 +186,38 @@ class _LineTailer(_Tailer):
 
 
 class _EventTailer(_Tailer):
-    """TensorBoard event files: complete records appended since the last poll."""
+    """TensorBoard event files: the event reader's incremental form (`EventReader.feed`)
+    over the bytes appended since the last poll. The reader keeps a record cut by the
+    writer until its end arrives, and each tag's first metadata, so TF2-style tensor
+    scalars (metadata only in a tag's first record) are recognised in later records."""
 
     def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None) -> None:
         super().__init__(path, fmt, column_map)
-        self.prologue = b""
-        self.prologue_records = 0
-        self.records_read = 0
+        self.reader = EventReader(path=str(path), verify_crc=True)
         self.split = split_of(path)
         self.tags: dict[str, str] = {}  # normalised name -> tag
         self.chosen: dict[str, str] = {}  # canonical series -> normalised name
         self.by_tag: dict[str, str] = {}  # tag -> canonical series
         self.last_loss: tuple[int, float] | None = None  # (step, wall) for step time
         self.extra: list[Finding] = []
-        self.stopped = False  # framing lost at a damaged record: nothing more can be read
+        self.problems_seen = 0
 
     def columns(self) -> tuple[str, ...]:
         return tuple(self.tags.values())
 
+    def feed(self, data: bytes) -> list[EventPoint]:
+        """The scalar points of the records `data` completes, in file order."""
+        self.reader.feed(data)
+        return self.reader.take_points()
+
+    def finish(self) -> list[EventPoint]:
+        """The points held back to the end (tensor scalars whose tag's metadata came
+        after them); the reader then reports a cut last record."""
+        self.reader.finish()
+        return self.reader.take_points()
+
     def poll(self) -> Poll:
-        if self.stopped:
+        if self.reader.stopped:
             return Poll(extra=tuple(self.extra))
         got = self._read_new()
         if got is None:
@@ -217,31 +225,29 @@ class _EventTailer(_Tailer):
         data, restarted = got
         if not data:
             return Poll(grew=restarted, replaced=restarted, extra=tuple(self.extra))
-        start = self.offset - len(data)  # absolute offset of data[0]
-        p = len(self.prologue)
-        scan = scan_event_bytes(self.prologue + data, path=str(self.path), verify_crc=True)
-        consumed = max(0, scan.end_offset - p)
-        self.offset = start + consumed  # a record cut by the writer is read again next time
-        new_tags = [t for t in scan.scalars if t not in self.by_tag and
-                    normalise_tag(t, self.split) not in self.tags]
-        if new_tags:
-            for t in scan.scalars:
+        self._apply(self.feed(data))
+        # The file still holds a record its writer has not finished: read it again from
+        # there on the next poll instead of keeping a second copy (`offset` is the end
+        # of the last complete record).
+        self.offset = self.reader.end_offset
+        self.reader.drop_cut()
+        return Poll(grew=True, replaced=restarted, extra=tuple(self.extra))
+
+    def _apply(self, points: list[EventPoint]) -> None:
+        reader = self.reader
+        if len(reader.cols) != len(self.tags) and any(normalise_tag(t, self.split) not in self.tags
+                                                      for t in reader.cols):
+            for t in reader.cols:
                 self.tags.setdefault(normalise_tag(t, self.split), t)
             chosen, _ = map_columns(self.tags, self.column_map)
             self.chosen = chosen
             self.by_tag = {self.tags[col]: series for series, col in chosen.items()}
-        points = []
-        for tag, ser in scan.scalars.items():
+        live = self.live
+        derive_step_time = "step_time" not in self.chosen
+        for off, tag, st, wall, value in points:
             series = self.by_tag.get(tag)
             if series is None:
                 continue
-            for st, wall, value, off in zip(ser.steps, ser.wall_times, ser.values, ser.offsets):
-                if off >= p:
-                    points.append((off - p + start, series, tag, st, wall, value))
-        points.sort(key=lambda t: t[0])
-        live = self.live
-        derive_step_time = "step_time" not in self.chosen
-        for off, series, tag, st, wall, value in points:
             record = live.new_record(byte_offset=off)
             live.add(series, tag, st, value, record)
             if series == "loss" and derive_step_time:
@@ -250,31 +256,12 @@ class _EventTailer(_Tailer):
                     if dstep > 0 and dwall > 0:
                         live.add("step_time", "wall time / step", st, dwall / dstep, record)
                 self.last_loss = (st, wall)
-        records_here = scan.records - self.prologue_records  # (before the prologue grows)
-        damaged = [pr for pr in scan.problems if pr.kind != "truncated"]
+        damaged = [pr for pr in reader.problems[self.problems_seen:] if pr.kind != "truncated"]
+        self.problems_seen = len(reader.problems)
         if damaged:
-            shifted = tuple(replace(pr, offset=pr.offset - p + start,
-                                    record=pr.record - self.prologue_records + self.records_read)
-                            for pr in damaged)
-            self.extra.extend(event_file_findings(
-                [replace(scan, problems=shifted, records=self.records_read + records_here)]))
-            self.stopped = any(pr.kind != "bad-proto" for pr in damaged)
-        self.records_read += records_here
-        self._keep_metadata(data[:consumed])
-        return Poll(grew=True, replaced=restarted, extra=tuple(self.extra))
-
-    def _keep_metadata(self, data: bytes) -> None:
-        """Keep whole records whose bytes name the scalars plugin (see the module doc)."""
-        pos, size = 0, len(data)
-        while pos + 12 <= size and len(self.prologue) < _PROLOGUE_CAP:
-            (n,) = struct.unpack_from("<Q", data, pos)
-            end = pos + 12 + n + 4
-            if end > size:
-                break
-            if _SCALARS_PLUGIN in data[pos + 12 : pos + 12 + n]:
-                self.prologue += data[pos:end]
-                self.prologue_records += 1
-            pos = end
+            self.extra.extend(event_file_findings([EventFileScan(
+                path=str(self.path), records=reader.records, scalars={}, problems=tuple(damaged),
+                crc_checked=True, crc_impl="")]))
 
 
 class _WholeTailer(_Tailer):

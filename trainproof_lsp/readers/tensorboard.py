@@ -14,17 +14,22 @@ Shards: a resumed run writes a new events file in the same folder. Files are ord
 their first wall time; when a later file restarts at step s, the earlier files' points at
 steps >= s are the discarded future of the crashed run and are dropped (what TensorBoard
 itself shows after a restart). Points keep the byte offset of their record, so findings
-point into the right file.
+point into the right file. The event reader's typed columns become the series as they are
+(no copy) when one shard holds a series in step order, the usual case.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from array import array
 from dataclasses import dataclass
+from itertools import compress, islice
+from operator import le, lt
 from pathlib import Path
 from typing import Mapping
 
+from ..core.columns import Floats, Ints
 from ..core.model import ReadError, RecordSpans, Run, RunMeta, Series
 from .tfevents import EventFileScan, read_event_file
 from . import adjacent
@@ -72,12 +77,30 @@ def run_folder(event_file: Path) -> Path:
 
 
 @dataclass(frozen=True, slots=True)
-class _Point:
-    step: int
-    wall: float
-    value: float
+class _Part:
+    """One shard's points of one series: the scan's typed columns, shared, not copied."""
+
     file: int
-    offset: int
+    steps: Ints
+    walls: Floats
+    values: Floats
+    offsets: Ints
+
+    def before(self, restart: int) -> "_Part":
+        """The points logged before step `restart` (a later shard restarted there)."""
+        keep = [st < restart for st in self.steps]
+        if all(keep):
+            return self
+        return _Part(self.file, Ints(compress(self.steps, keep)), Floats(compress(self.walls, keep)),
+                     Floats(compress(self.values, keep)), Ints(compress(self.offsets, keep)))
+
+
+def _in_order(steps: Ints, walls: Floats) -> bool:
+    """Points already sorted by (step, wall): nothing to sort (the usual case)."""
+    if all(map(lt, steps, islice(steps, 1, None))):
+        return True
+    pairs = list(zip(steps, walls))
+    return all(map(le, pairs, islice(pairs, 1, None)))
 
 
 def read_event_files(paths: list[Path], *, verify_crc: bool = True,
@@ -91,13 +114,13 @@ def read_event_files(paths: list[Path], *, verify_crc: bool = True,
     # Order shards by the first wall time they hold (file names sort by creation time too,
     # but hosts and clocks differ; the events' own times are what TensorBoard uses).
     def first_wall(item: tuple[Path, EventFileScan]) -> float:
-        walls = [s.wall_times[0] for s in item[1].scalars.values() if s.wall_times]
+        walls = [s.wall_times[0] for s in item[1].scalars.values() if len(s.wall_times)]
         return min(walls) if walls else math.inf
 
     usable.sort(key=lambda item: (first_wall(item), str(item[0])))
     sources = [str(p) for p, _ in usable]
-    # canonical name -> points across shards, and the tag it came from
-    merged: dict[str, list[_Point]] = {}
+    # canonical name -> each shard's points, and the tag it came from
+    merged: dict[str, list[_Part]] = {}
     tag_of: dict[str, str] = {}
     for file_index, (path, scan) in enumerate(usable):
         names = {normalise_tag(tag, split_of(path)): tag for tag in scan.scalars}
@@ -105,34 +128,46 @@ def read_event_files(paths: list[Path], *, verify_crc: bool = True,
         for canonical, column in chosen.items():
             tag = names[column]
             ser = scan.scalars[tag]
-            points = merged.setdefault(canonical, [])
+            parts = merged.setdefault(canonical, [])
             tag_of.setdefault(canonical, tag)
-            if ser.steps and points:
-                restart = ser.steps[0]
+            if len(ser.steps) and parts:
                 # A later shard restarting at `restart` supersedes the earlier points
                 # from that step on (the crashed run's unsaved future).
-                points[:] = [pt for pt in points if pt.step < restart or pt.file == file_index]
-            points.extend(_Point(st, w, v, file_index, off) for st, w, v, off in
-                          zip(ser.steps, ser.wall_times, ser.values, ser.offsets))
+                restart = ser.steps[0]
+                parts[:] = [part.before(restart) for part in parts]
+            parts.append(_Part(file_index, ser.steps, ser.wall_times, ser.values, ser.offsets))
     if "loss" not in merged and "eval_loss" not in merged:
         raise no_loss_error(str(paths[0].parent), {t for _, s in usable for t in s.scalars}, "tag")
-    files: list[int] = []
-    offsets: list[int] = []
+    files = Ints()
+    offsets = Ints()
     series: dict[str, Series] = {}
-    walls: dict[str, tuple[float, ...]] = {}
-    for canonical, points in merged.items():
-        points.sort(key=lambda pt: (pt.step, pt.wall))
-        records = []
-        for pt in points:
-            records.append(len(files))
-            files.append(pt.file)
-            offsets.append(pt.offset)
-        series[canonical] = Series(canonical, tag_of[canonical], tuple(pt.step for pt in points),
-                                   tuple(pt.value for pt in points), tuple(records))
-        walls[canonical] = tuple(pt.wall for pt in points)
+    walls: dict[str, Floats] = {}
+    for canonical, parts in merged.items():
+        if len(parts) == 1:  # one shard: the scan's columns are the series' (no copy)
+            steps, wall, values, offs = parts[0].steps, parts[0].walls, parts[0].values, parts[0].offsets
+        else:
+            steps, wall, values, offs = Ints(), Floats(), Floats(), Ints()
+            for part in parts:
+                steps.extend(part.steps)
+                wall.extend(part.walls)
+                values.extend(part.values)
+                offs.extend(part.offsets)
+        shard = Ints()
+        for part in parts:
+            shard.extend(array("q", [part.file]) * len(part.steps))
+        if not _in_order(steps, wall):
+            order = sorted(range(len(steps)), key=lambda i: (steps[i], wall[i]))
+            steps, wall, values = Ints(steps[i] for i in order), Floats(wall[i] for i in order), \
+                Floats(values[i] for i in order)
+            offs, shard = Ints(offs[i] for i in order), Ints(shard[i] for i in order)
+        base = len(files)
+        files.extend(shard)
+        offsets.extend(offs)
+        series[canonical] = Series(canonical, tag_of[canonical], steps, values, Ints(range(base, len(files))))
+        walls[canonical] = wall
     series.update(_wall_time_series(series, walls))
     classes, config = adjacent.find_num_classes(Path(sources[0]))
-    spans = RecordSpans(files=tuple(files), byte_offsets=tuple(offsets))
+    spans = RecordSpans(files=files, byte_offsets=offsets)
     folder = run_folder(Path(sources[0]))
     run = Run(path=str(folder), format="tfevents", series=series, record_spans=spans,
               meta=RunMeta(vocab_size=classes, vocab_source=config,
@@ -141,22 +176,25 @@ def read_event_files(paths: list[Path], *, verify_crc: bool = True,
     return run, scans
 
 
-def _wall_time_series(series: dict[str, Series], walls: dict[str, tuple[float, ...]]) -> dict[str, Series]:
+def _wall_time_series(series: dict[str, Series], walls: dict[str, Floats]) -> dict[str, Series]:
     """Step time from the loss points' wall times, when the log has no step-time tag:
     (wall[i] - wall[i-1]) / (step[i] - step[i-1])."""
     if "step_time" in series or "loss" not in series:
         return {}
     loss, wall = series["loss"], walls["loss"]
-    steps: list[int] = []
-    values: list[float] = []
-    records: list[int] = []
-    for i in range(1, len(loss)):
-        dstep = loss.steps[i] - loss.steps[i - 1]
-        dwall = wall[i] - wall[i - 1]
+    steps = Ints()
+    values = Floats()
+    records = Ints()
+    ls = loss.steps
+    # Consecutive pairs by zip, not by index: a pass in C iterators over a long run.
+    for s0, s1, w0, w1, rec in zip(ls, islice(ls, 1, None), wall, islice(wall, 1, None),
+                                   islice(loss.records, 1, None)):
+        dstep = s1 - s0
+        dwall = w1 - w0
         if dstep > 0 and dwall > 0:
-            steps.append(loss.steps[i])
+            steps.append(s1)
             values.append(dwall / dstep)
-            records.append(loss.records[i])
+            records.append(rec)
     if len(values) < 2:
         return {}
-    return {"step_time": Series("step_time", "wall time / step", tuple(steps), tuple(values), tuple(records))}
+    return {"step_time": Series("step_time", "wall time / step", steps, values, records)}

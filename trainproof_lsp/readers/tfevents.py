@@ -78,9 +78,12 @@ does, and foreign bytes fail it with probability 1 - 2**-32). An empty file is
 a clean scan with ``records == 0``. Only ``OSError`` from opening/reading the
 file propagates.
 
-The file is read into memory in one piece (memory = file size): mmap would save
-that but turns a file truncated by its writer mid-read into a SIGBUS, and this
-runs inside a long-lived language server.
+The file is streamed: ``EventReader.feed(bytes)`` reads the complete records of
+each piece and keeps a record cut at its end for the next piece, so memory is the
+points' typed columns (32 bytes a point) plus one piece, never the file (mmap would
+also avoid the copy but turns a file truncated by its writer mid-read into a
+SIGBUS, and this runs inside a long-lived language server). The whole read and the
+watch's tail of a growing file are the same code: the feed.
 
 Speed
 -----
@@ -100,14 +103,20 @@ from __future__ import annotations
 import importlib
 import os
 import struct
+from itertools import repeat
+from operator import attrgetter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+from ..core.columns import Floats, Ints
 
 __all__ = [
     "CRC_IMPL_NAMES",
     "EventFileProblem",
     "EventFileScan",
+    "EventPoint",
+    "EventReader",
     "ScalarSeries",
     "crc_implementation",
     "encode_file_version_event",
@@ -121,13 +130,13 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ScalarSeries:
-    """All scalar points of one tag, in file order, as parallel columns."""
+    """All scalar points of one tag, in file order, as parallel typed columns."""
 
     tag: str
-    steps: tuple[int, ...]
-    wall_times: tuple[float, ...]
-    values: tuple[float, ...]
-    offsets: tuple[int, ...]  # byte offset of the record that held each point
+    steps: Ints
+    wall_times: Floats
+    values: Floats
+    offsets: Ints  # byte offset of the record that held each point
 
 
 @dataclass(frozen=True, slots=True)
@@ -640,8 +649,11 @@ def _parse_event(buf: bytes, s: int, e: int) -> tuple[float, int, str | None, li
 # Templates are bounded so a file with a distinct tag in every record cannot
 # grow memory beyond the columns themselves by much.
 _MAX_TEMPLATES = 4096
+# Bytes read from a file per feed: the file is never in memory whole, only this much
+# (plus a record cut at the chunk's end, kept for the next feed).
+CHUNK_BYTES = 4 << 20
 
-_Columns = tuple[list[int], list[float], list[float], list[int]]  # steps, wall_times, values, offsets
+_Columns = tuple[Ints, Floats, Floats, Ints]  # steps, wall_times, values, offsets
 _Appenders = tuple[Callable[[int], None], Callable[[float], None], Callable[[float], None], Callable[[int], None]]
 # A value slot of a template: offset (absolute while building, then relative to
 # the summary field's start), how to read and convert it, and which columns get it.
@@ -650,28 +662,60 @@ _Slot = tuple[int, _Unpack, _Post | None, _Appenders]
 _Template = tuple[tuple[tuple[int, bytes], ...], tuple[_Slot, ...]]
 
 
-@dataclass(slots=True)
-class _Scanner:
-    buf: bytes
-    cols: dict[str, _Columns] = field(default_factory=dict)
-    # First SummaryMetadata plugin name seen per tag ("" = metadata without a plugin).
-    plugin_of: dict[str, str] = field(default_factory=dict)
-    # Tensor scalars whose tag had no metadata yet: tag -> [(step, wall, value, offset)].
-    pending: dict[str, list[tuple[int, float, float, int]]] = field(default_factory=dict)
-    # Summary bytes minus the trailing float32 -> columns: the common simple_value shape.
-    simple: dict[bytes, _Appenders] = field(default_factory=dict)
-    # Summary length -> [(prefix length, {prefix bytes: template})]: every other
-    # fixed-width shape (tensor scalars, several values per event).
-    tmpl: dict[int, list[tuple[int, dict[bytes, _Template]]]] = field(default_factory=dict)
-    n_templates: int = 0
-    skipped: int = 0
-    file_version: str | None = None
-    problems: list[EventFileProblem] = field(default_factory=list)
+class EventPoint(NamedTuple):
+    """One scalar point, as the incremental reader hands new points to a tailer."""
 
+    offset: int  # byte offset of its record in the file
+    tag: str
+    step: int
+    wall: float
+    value: float
+
+
+_offset_of = attrgetter("offset")
+
+
+class EventReader:
+    """An event file read incrementally: `feed(bytes)` as many times as bytes arrive,
+    then `finish()` for the scan. A record cut at the end of a feed is kept and
+    completed by the next one, so feeding a file in pieces of any size gives exactly
+    the scan of the whole file (`read_event_file` feeds it in CHUNK_BYTES pieces; the
+    watch feeds what a writer appended since its last poll). Only the typed columns of
+    the points and the cut record are held, never the file.
+
+    After a damaged record that stops reading (bad length CRC, bad data CRC) further
+    feeds are ignored (`stopped`), as TensorBoard stops at such a record.
+    """
+
+    def __init__(self, *, path: str = "<bytes>", verify_crc: bool = False) -> None:
+        self.path = path
+        self.verify_crc = verify_crc
+        self._crc_fn, self._crc_name = _crc()
+        self.cols: dict[str, _Columns] = {}
+        # First SummaryMetadata plugin name seen per tag ("" = metadata without a plugin).
+        self.plugin_of: dict[str, str] = {}
+        # Tensor scalars whose tag had no metadata yet: tag -> [(step, wall, value, offset)].
+        self.pending: dict[str, list[tuple[int, float, float, int]]] = {}
+        # Summary bytes minus the trailing float32 -> columns: the common simple_value shape.
+        self.simple: dict[bytes, _Appenders] = {}
+        # Summary length -> [(prefix length, {prefix bytes: template})]: every other
+        # fixed-width shape (tensor scalars, several values per event).
+        self.tmpl: dict[int, list[tuple[int, dict[bytes, _Template]]]] = {}
+        self.n_templates = 0
+        self.skipped = 0
+        self.file_version: str | None = None
+        self.problems: list[EventFileProblem] = []
+        self.lcrc: dict[int, int] = {}  # length -> expected masked CRC of its 8 bytes
+        self.records = 0  # complete, framed records read
+        self.end_offset = 0  # absolute offset of the first byte not consumed
+        self.stopped = False
+        self._rest = b""  # a record cut at the end of the last feed
+
+    # --- columns ---------------------------------------------------------------------
     def columns(self, tag: str) -> _Columns:
         c = self.cols.get(tag)
         if c is None:
-            c = self.cols[tag] = ([], [], [], [])
+            c = self.cols[tag] = (Ints(), Floats(), Floats(), Ints())
         return c
 
     def _add(self, tag: str, step: int, wall: float, value: float, offset: int) -> _Appenders:
@@ -683,10 +727,24 @@ class _Scanner:
         app[3](offset)
         return app
 
-    def slow_record(self, s: int, e: int, offset: int, record: int) -> None:
+    def take_points(self) -> list[EventPoint]:
+        """The points read since the last call, in file order, emptied from the columns
+        (a tailer keeps its own series and wants each point once; the tags, templates and
+        metadata stay, so later records are read as before)."""
+        out: list[EventPoint] = []
+        for tag, (steps, walls, values, offsets) in self.cols.items():
+            if len(steps):
+                out.extend(map(EventPoint, offsets, repeat(tag), steps, walls, values))
+                # Emptied in place: the templates hold these columns' append methods.
+                del steps[:], walls[:], values[:], offsets[:]
+        out.sort(key=_offset_of)
+        return out
+
+    # --- records -----------------------------------------------------------------------
+    def slow_record(self, buf: bytes, s: int, e: int, offset: int, record: int) -> None:
         """Fully decode one record, apply it, and memoise its shape if possible."""
         try:
-            wall, step, fv, values, q = _parse_event(self.buf, s, e)
+            wall, step, fv, values, q = _parse_event(buf, s, e)
         except (_BadProto, IndexError, struct.error) as exc:
             self.problems.append(EventFileProblem("bad-proto", offset, record, f"record is not a valid Event: {exc}"))
             return
@@ -723,15 +781,14 @@ class _Scanner:
             else:
                 slots.append((sc.pos, sc.unpack, sc.post, app))
         if cacheable and self.n_templates < _MAX_TEMPLATES:
-            self._memoise(q, e, slots)
+            self._memoise(buf, q, e, slots)
 
-    def _memoise(self, q: int, e: int, slots: list[_Slot]) -> None:
+    def _memoise(self, buf: bytes, q: int, e: int, slots: list[_Slot]) -> None:
         """Remember that the bytes q..e, read with new values in `slots`, decode the same way.
 
         Only new keys count towards _MAX_TEMPLATES: a key whose stored template
         keeps missing (bytes after the value vary) is overwritten in place.
         """
-        buf = self.buf
         if len(slots) == 1:
             vpos, unpack, post, app = slots[0]
             if vpos == e - 4 and unpack is _F32 and post is None:
@@ -764,7 +821,42 @@ class _Scanner:
         self.n_templates += 1
         groups.append((plen, {key: template}))
 
-    def finish(self) -> dict[str, ScalarSeries]:
+    def feed(self, data: bytes) -> int:
+        """Read the complete records in `data` (after any record cut at the end of the
+        previous feed); keep a record cut at its end for the next feed. Returns the
+        number of records read."""
+        if self.stopped:
+            return 0
+        before = self.records
+        buf = self._rest + bytes(data) if self._rest else bytes(data)
+        base = self.end_offset
+        pos = self._scan(buf, base, final=False)
+        self._rest = b"" if self.stopped else buf[pos:]
+        return self.records - before
+
+    def drop_cut(self) -> None:
+        """Forget the record cut at the end of the last feed: the caller will feed it
+        again from `end_offset` (a tailer that re-reads a growing file from there)."""
+        self._rest = b""
+
+    def finish(self) -> EventFileScan:
+        """The scan of everything fed: a record still cut is the file's truncated tail."""
+        if self._rest and not self.stopped:
+            self._scan(self._rest, self.end_offset, final=True)
+            self._rest = b""
+        return EventFileScan(
+            path=self.path,
+            records=self.records,
+            scalars=self._series(),
+            problems=tuple(self.problems),
+            crc_checked=self.verify_crc,
+            crc_impl=self._crc_name if self.verify_crc else "none",
+            skipped_values=self.skipped,
+            file_version=self.file_version,
+            end_offset=self.end_offset,
+        )
+
+    def _series(self) -> dict[str, ScalarSeries]:
         reorder = False
         for tag, points in self.pending.items():
             if self.plugin_of.get(tag) != "scalars":
@@ -775,168 +867,176 @@ class _Scanner:
             c = self.columns(tag)
             merged = sorted([*zip(c[0], c[1], c[2], c[3], strict=True), *points], key=lambda r: r[3])
             self.cols[tag] = (
-                [r[0] for r in merged],
-                [r[1] for r in merged],
-                [r[2] for r in merged],
-                [r[3] for r in merged],
+                Ints([r[0] for r in merged]),
+                Floats([r[1] for r in merged]),
+                Floats([r[2] for r in merged]),
+                Ints([r[3] for r in merged]),
             )
+        self.pending = {}
         items = list(self.cols.items())
         if reorder:
             items.sort(key=lambda kv: kv[1][3][0])
-        return {
-            tag: ScalarSeries(tag, tuple(c[0]), tuple(c[1]), tuple(c[2]), tuple(c[3])) for tag, c in items
-        }
+        return {tag: ScalarSeries(tag, c[0], c[1], c[2], c[3]) for tag, c in items}
+
+    def _scan(self, buf: bytes, base: int, *, final: bool) -> int:
+        """Read the records of `buf` (whose first byte is at file offset `base`); returns
+        where reading stopped. A cut record ends the scan: a problem when `final`, else
+        the caller keeps it."""
+        crc_fn = self._crc_fn
+        verify_crc = self.verify_crc
+        problems = self.problems
+        # Everything the loop touches is bound to a local: globals and attribute
+        # lookups cost more than the work they guard.
+        simple = self.simple
+        simple_get = simple.get
+        tmpl_get = self.tmpl.get
+        slow = self.slow_record
+        head = _HEAD
+        qi = _QI
+        f32 = _F32
+        u32 = _U32
+        mask = _mask
+        lcrc_cache = self.lcrc
+        lcrc_get = lcrc_cache.get
+        size = len(buf)
+        head_limit = size - _HEAD_SIZE  # records starting at or before this can be read by _HEAD
+        pos = 0
+        rec = self.records
+        while pos < size:
+            # Framing: uint64 length | uint32 masked crc(length) | data | uint32 masked crc(data),
+            # read together with the first 14 data bytes, which in nearly every event
+            # are 09 <wall_time f64> 10 <step varint...>.
+            if pos <= head_limit:
+                n, lcrc, b0, wall, b9, x = head(buf, pos)
+            elif size - pos >= 12:
+                n, lcrc = qi(buf, pos)
+                b0 = b9 = x = -1  # too near the end to peek: the slow path decodes it
+                wall = 0.0
+            else:
+                if final:
+                    problems.append(EventFileProblem(
+                        "truncated", base + pos, rec, f"record header cut off: {size - pos} of 12 bytes present"))
+                break
+            if lcrc_get(n) != lcrc:
+                want = mask(crc_fn(buf[pos : pos + 8]))
+                if want != lcrc:
+                    problems.append(
+                        EventFileProblem(
+                            "bad-length-crc", base + pos, rec,
+                            f"length field ({n}) fails its CRC; framing lost, stopped here"
+                        )
+                    )
+                    self.stopped = True
+                    break
+                if len(lcrc_cache) < 65536:
+                    lcrc_cache[n] = want
+            s = pos + 12
+            e = s + n
+            if e + 4 > size:
+                if final:
+                    problems.append(
+                        EventFileProblem(
+                            "truncated",
+                            base + pos,
+                            rec,
+                            f"record declares {n} data bytes + 4 CRC bytes but only {size - s} remain",
+                        )
+                    )
+                break
+            if verify_crc:
+                c = crc_fn(buf[s:e])
+                if (((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8 & 0xFFFFFFFF != u32(buf, e)[0]:
+                    problems.append(EventFileProblem("bad-data-crc", base + pos, rec,
+                                                     "record data fails its CRC; stopped here"))
+                    self.stopped = True
+                    break
+
+            # Fast path. Wire shape: 09 <wall f64> [10 <step varint>] <summary bytes seen before>
+            if b0 == 0x09 and n > 9:
+                if b9 == 0x10:
+                    # Step varint from the 4 bytes after its key, unrolled for the usual
+                    # 1-3 bytes. If it runs past the record, q ends past e, where no
+                    # template can match and the slow path takes over.
+                    if not x & 0x80:
+                        step = x & 0x7F
+                        q = s + 11
+                    elif not x & 0x8000:
+                        step = x & 0x7F | x >> 1 & 0x3F80
+                        q = s + 12
+                    elif not x & 0x800000:
+                        step = x & 0x7F | x >> 1 & 0x3F80 | x >> 2 & 0x1FC000
+                        q = s + 13
+                    else:
+                        step, q = _fast_varint(buf, s + 10, e)
+                else:
+                    step = 0
+                    q = s + 9
+                # (Files of tensor scalars only never fill `simple`: skip its lookup.)
+                app = simple_get(buf[q : e - 4]) if simple else None
+                if app is not None:
+                    sa, wa, va, oa = app
+                    sa(step)
+                    wa(wall)
+                    va(f32(buf, e - 4)[0])
+                    oa(base + pos)
+                    rec += 1
+                    pos = e + 4
+                    continue
+                groups = tmpl_get(e - q)
+                if groups is not None:
+                    hit = False
+                    for plen, d in groups:
+                        ent = d.get(buf[q : q + plen])
+                        if ent is None:
+                            continue
+                        checks, slots = ent
+                        for rs, seg in checks:
+                            if not buf.startswith(seg, q + rs):
+                                break
+                        else:
+                            for rp, unpack, post, (sa, wa, va, oa) in slots:
+                                v = unpack(buf, q + rp)[0]
+                                sa(step)
+                                wa(wall)
+                                va(post(v) if post is not None else v)
+                                oa(base + pos)
+                            hit = True
+                            break
+                    if hit:
+                        rec += 1
+                        pos = e + 4
+                        continue
+            slow(buf, s, e, base + pos, rec)
+            rec += 1
+            pos = e + 4
+        self.records = rec
+        self.end_offset = base + pos
+        return pos
 
 
 def scan_event_bytes(data: bytes, *, path: str = "<bytes>", verify_crc: bool = False) -> EventFileScan:
     """Scan an in-memory event file. See the module docstring for semantics."""
-    buf = bytes(data)
-    crc_fn, crc_name = _crc()
-    sc = _Scanner(buf)
-    problems = sc.problems
-    # Everything the loop touches is bound to a local: globals and attribute
-    # lookups cost more than the work they guard.
-    simple = sc.simple
-    simple_get = simple.get
-    tmpl_get = sc.tmpl.get
-    slow = sc.slow_record
-    head = _HEAD
-    qi = _QI
-    f32 = _F32
-    u32 = _U32
-    mask = _mask
-    lcrc_cache: dict[int, int] = {}  # length -> expected masked CRC of its 8 bytes
-    lcrc_get = lcrc_cache.get
-    size = len(buf)
-    head_limit = size - _HEAD_SIZE  # records starting at or before this can be read by _HEAD
-    pos = 0
-    rec = 0
-    while pos < size:
-        # Framing: uint64 length | uint32 masked crc(length) | data | uint32 masked crc(data),
-        # read together with the first 14 data bytes, which in nearly every event
-        # are 09 <wall_time f64> 10 <step varint...>.
-        if pos <= head_limit:
-            n, lcrc, b0, wall, b9, x = head(buf, pos)
-        elif size - pos >= 12:
-            n, lcrc = qi(buf, pos)
-            b0 = b9 = x = -1  # too near the end to peek: the slow path decodes it
-            wall = 0.0
-        else:
-            problems.append(
-                EventFileProblem("truncated", pos, rec, f"record header cut off: {size - pos} of 12 bytes present")
-            )
-            break
-        if lcrc_get(n) != lcrc:
-            want = mask(crc_fn(buf[pos : pos + 8]))
-            if want != lcrc:
-                problems.append(
-                    EventFileProblem(
-                        "bad-length-crc", pos, rec, f"length field ({n}) fails its CRC; framing lost, stopped here"
-                    )
-                )
-                break
-            if len(lcrc_cache) < 65536:
-                lcrc_cache[n] = want
-        s = pos + 12
-        e = s + n
-        if e + 4 > size:
-            problems.append(
-                EventFileProblem(
-                    "truncated",
-                    pos,
-                    rec,
-                    f"record declares {n} data bytes + 4 CRC bytes but only {size - s} remain",
-                )
-            )
-            break
-        if verify_crc:
-            c = crc_fn(buf[s:e])
-            if (((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8 & 0xFFFFFFFF != u32(buf, e)[0]:
-                problems.append(EventFileProblem("bad-data-crc", pos, rec, "record data fails its CRC; stopped here"))
-                break
-
-        # Fast path. Wire shape: 09 <wall f64> [10 <step varint>] <summary bytes seen before>
-        if b0 == 0x09 and n > 9:
-            if b9 == 0x10:
-                # Step varint from the 4 bytes after its key, unrolled for the usual
-                # 1-3 bytes. If it runs past the record, q ends past e, where no
-                # template can match and the slow path takes over.
-                if not x & 0x80:
-                    step = x & 0x7F
-                    q = s + 11
-                elif not x & 0x8000:
-                    step = x & 0x7F | x >> 1 & 0x3F80
-                    q = s + 12
-                elif not x & 0x800000:
-                    step = x & 0x7F | x >> 1 & 0x3F80 | x >> 2 & 0x1FC000
-                    q = s + 13
-                else:
-                    step, q = _fast_varint(buf, s + 10, e)
-            else:
-                step = 0
-                q = s + 9
-            # (Files of tensor scalars only never fill `simple`: skip its lookup.)
-            app = simple_get(buf[q : e - 4]) if simple else None
-            if app is not None:
-                sa, wa, va, oa = app
-                sa(step)
-                wa(wall)
-                va(f32(buf, e - 4)[0])
-                oa(pos)
-                rec += 1
-                pos = e + 4
-                continue
-            groups = tmpl_get(e - q)
-            if groups is not None:
-                hit = False
-                for plen, d in groups:
-                    ent = d.get(buf[q : q + plen])
-                    if ent is None:
-                        continue
-                    checks, slots = ent
-                    for rs, seg in checks:
-                        if not buf.startswith(seg, q + rs):
-                            break
-                    else:
-                        for rp, unpack, post, (sa, wa, va, oa) in slots:
-                            v = unpack(buf, q + rp)[0]
-                            sa(step)
-                            wa(wall)
-                            va(post(v) if post is not None else v)
-                            oa(pos)
-                        hit = True
-                        break
-                if hit:
-                    rec += 1
-                    pos = e + 4
-                    continue
-        slow(s, e, pos, rec)
-        rec += 1
-        pos = e + 4
-    scalars = sc.finish()
-    return EventFileScan(
-        path=path,
-        records=rec,
-        scalars=scalars,
-        problems=tuple(problems),
-        crc_checked=verify_crc,
-        crc_impl=crc_name if verify_crc else "none",
-        skipped_values=sc.skipped,
-        file_version=sc.file_version,
-        end_offset=pos,
-    )
+    reader = EventReader(path=path, verify_crc=verify_crc)
+    reader.feed(data)
+    return reader.finish()
 
 
 def read_event_file(path: str | os.PathLike[str], *, verify_crc: bool = False) -> EventFileScan:
-    """Read one TensorBoard event file. Only OSError propagates.
+    """Read one TensorBoard event file, streamed in CHUNK_BYTES pieces (memory: the
+    points' columns, not the file). Only OSError propagates.
 
     verify_crc=True checks every record's data CRC (C speed with google-crc32c or
     crc32c installed; ``crc_impl`` says which); length CRCs are always checked.
     """
     name = os.fsdecode(path)
+    reader = EventReader(path=name, verify_crc=verify_crc)
     with open(path, "rb") as f:
-        data = f.read()
-    return scan_event_bytes(data, path=name, verify_crc=verify_crc)
+        while not reader.stopped:
+            chunk = f.read(CHUNK_BYTES)
+            if not chunk:
+                break
+            reader.feed(chunk)
+    return reader.finish()
 
 
 # ---------------------------------------------------------------------------

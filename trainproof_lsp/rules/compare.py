@@ -23,7 +23,7 @@ import bisect
 import math
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from ..core.model import EVAL_LOSS, GRAD_NORM, LOSS, Hit, Level, Location, Related, Report, Run, Series, Verdict
 from ._stats import median, rolling_levels, window_for
@@ -191,7 +191,7 @@ def _num(x: float) -> float | int:
     return int(x) if x == int(x) else x
 
 
-def interpolate(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float | None:
+def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float | None:
     i = bisect.bisect_left(xs, x)
     if i < len(xs) and xs[i] == x:
         return ys[i]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from ..core.model import EVAL_LOSS, LOSS, LR, Hit, Level, Run
 from ._stats import mann_kendall_z, median, window_for
@@ -69,7 +69,7 @@ class Limits:
     recent_fraction: float = 0.25
 
 
-def _no_fall(values: tuple[float, ...], limits: Limits) -> bool:
+def _no_fall(values: Sequence[float], limits: Limits) -> bool:
     """Start level to end level fell less than min_drop, with no downward trend or by
     less than negligible_drop."""
     w = window_for(len(values), divisor=5, lo=3, hi=20)
@@ -78,14 +78,14 @@ def _no_fall(values: tuple[float, ...], limits: Limits) -> bool:
     return drop < limits.min_drop and (mann_kendall_z(values) > limits.max_trend_z or drop < limits.negligible_drop)
 
 
-def _no_fall_before_the_end(values: tuple[float, ...], limits: Limits) -> bool:
+def _no_fall_before_the_end(values: Sequence[float], limits: Limits) -> bool:
     """The same without the last few points (when enough remain): a jump there is the spike
     rules' to report (recovery unknown), not proof that the run never learned."""
     head = len(values) - recent_points(len(values), limits.recent, limits.recent_fraction)
     return head < limits.min_points or _no_fall(values[:head], limits)
 
 
-def _resumed(steps: tuple[int, ...], logging_steps: int | None) -> bool:
+def _resumed(steps: Sequence[int], logging_steps: int | None) -> bool:
     interval = logging_steps or max(1, steps[1] - steps[0])
     return steps[0] > 3 * interval + 1
 
