@@ -30,7 +30,29 @@ def _same_items(a: Any, b: Any) -> bool:
     return len(a) == len(b) and all(x == y for x, y in zip(a, b))
 
 
-class Ints(_IntArray):
+class _Column:
+    """What both columns add to an array: equal to a tuple or list of the same numbers
+    (series were tuples before; callers and tests compare them so), unhashable, and a
+    repr that names the column."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (tuple, list)):
+            return _same_items(self, other)
+        return array.__eq__(self, other)  # type: ignore[operator]  # self is an array (the subclasses)
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as an array is
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"  # type: ignore[call-overload]  # an array
+
+
+class Ints(_Column, _IntArray):
     """A column of 64-bit ints."""
 
     __slots__ = ()
@@ -38,19 +60,6 @@ class Ints(_IntArray):
     def __new__(cls, items: Iterable[int] = ()) -> "Ints":
         return super().__new__(cls, "q", items)  # type: ignore[return-value]
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (tuple, list)):
-            return _same_items(self, other)
-        return array.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        eq = self.__eq__(other)
-        return eq if eq is NotImplemented else not eq
-
-    __hash__ = None  # mutable, as an array is
-
-    def __repr__(self) -> str:
-        return f"Ints({list(self)!r})"
 
     @overload
     def __getitem__(self, i: SupportsIndex) -> int: ...
@@ -64,7 +73,7 @@ class Ints(_IntArray):
         return array.__getitem__(self, i)
 
 
-class Floats(_FloatArray):
+class Floats(_Column, _FloatArray):
     """A column of 64-bit floats."""
 
     __slots__ = ()
@@ -72,19 +81,6 @@ class Floats(_FloatArray):
     def __new__(cls, items: Iterable[float] = ()) -> "Floats":
         return super().__new__(cls, "d", items)  # type: ignore[return-value]
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (tuple, list)):
-            return _same_items(self, other)
-        return array.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        eq = self.__eq__(other)
-        return eq if eq is NotImplemented else not eq
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return f"Floats({list(self)!r})"
 
     @overload
     def __getitem__(self, i: SupportsIndex) -> float: ...

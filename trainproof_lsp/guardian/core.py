@@ -39,7 +39,7 @@ from ..judge.engine import not_checked
 from ..core.model import Level, Report, RunMeta, Verdict
 from ..readers.common import to_float
 from ..rules.spikes import LOSS_SPIKE_UNRECOVERED_RULE
-from .incremental import IncrementalJudge, LiveRun, Schedule, finding_key
+from .incremental import IncrementalJudge, LiveRun, Schedule, verdict_change
 from .stream import STREAM_NAME, StreamWriter, stop_event, verdict_event
 
 POLICIES = ("warn", "stop_on_fail")
@@ -181,10 +181,9 @@ class Guardian:
         report = judge.update(live)
         if report is not None:
             self.report = report
-            key = finding_key(report)
-            if key != self._key:
-                previous = self._key[0] if self._key else None
-                self._key = key
+            change = verdict_change(report, self._key)
+            if change is not None:
+                self._key, previous = change
                 self._announce(report, step, previous)
         return self._decide(step)
 

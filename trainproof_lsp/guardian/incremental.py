@@ -198,6 +198,16 @@ def finding_key(report: Report) -> FindingKey:
     return (report.verdict.value, tuple(ids))
 
 
+def verdict_change(report: Report, said: FindingKey | None) -> tuple[FindingKey, str | None] | None:
+    """None when `report` says what `said` said; else its key, to remember, and the verdict
+    it changes from (None for the first one). The callbacks and `watch` announce a verdict
+    only on such a change."""
+    key = finding_key(report)
+    if key == said:
+        return None
+    return key, said[0] if said else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Schedule:
     # Points per series in the tail evaluation: three times the widest look of any

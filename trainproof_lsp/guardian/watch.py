@@ -60,7 +60,7 @@ from ..readers.tensorboard import normalise_tag, split_of
 from ..readers.trainer_state import read_trainer_state
 from ..readers.tfevents import EventFileScan, EventPoint, EventReader
 from .core import change_lines, default_confirm, fail_ids
-from .incremental import IncrementalJudge, LiveRun, Schedule, finding_key
+from .incremental import IncrementalJudge, LiveRun, Schedule, verdict_change
 from .stream import STREAM_NAME, encode, stall_event, verdict_event
 
 # Bytes compared at the start of a file on each change: a rewrite from the start shows here.
@@ -478,10 +478,9 @@ class Watch:
                            [f"{w.name}: stalled: no growth for {waited:.0f} s (last step {live.last_step()})"])
             if report is not None:
                 w.report = report
-                key = finding_key(report)
-                if key != w.said:
-                    previous = w.said[0] if w.said else None
-                    w.said = key
+                change = verdict_change(report, w.said)
+                if change is not None:
+                    w.said, previous = change
                     step = live.last_step()
                     self._emit(verdict_event(report, source="watch", path=w.name, step=step,
                                              records=live.records, previous=previous),

@@ -27,6 +27,25 @@ def array_start(data: bytes, key: bytes | None) -> int:
     return m.end() - 1 if m else -1
 
 
+def indent_layout(data: bytes, open_pos: int) -> tuple[int, bytes, bytes, bytes] | None:
+    """For the array opening at `open_pos` in the layout `json.dump(indent=N)` writes:
+    the offset of its first element's `{`, the elements' indentation, and the byte
+    strings that close an element (`\n<ind>}`) and separate two (`\n<ind>},\n<ind>{`).
+    None when the array is not laid out so (compact, empty, or not objects)."""
+    nl = data.find(b"\n", open_pos)
+    if nl == -1 or data[open_pos + 1 : nl].strip():
+        return None
+    first = nl + 1
+    brace = first
+    while brace < len(data) and data[brace] in b" \t":
+        brace += 1
+    if brace >= len(data) or data[brace] != 0x7B:  # '{'
+        return None
+    indent = data[first:brace]
+    closer = b"\n" + indent + b"}"
+    return brace, indent, closer, closer + b",\n" + indent + b"{"
+
+
 def indented_spans(data: bytes, open_pos: int, count: int) -> tuple[list[int], list[int], int] | None:
     """Start and end line of each of the `count` object elements of the array at `open_pos`, for
     the layout `json.dump(indent=N)` writes (HF's trainer_state.json), and the
@@ -37,18 +56,10 @@ def indented_spans(data: bytes, open_pos: int, count: int) -> tuple[list[int], l
     Shape: `[\n<ind>{\n ... \n<ind>},\n<ind>{\n ... \n<ind>}\n<outer>]`
     Splitting on the separator `\n<ind>},\n<ind>{` walks 200k elements in C.
     """
-    nl = data.find(b"\n", open_pos)
-    if count == 0 or nl == -1 or data[open_pos + 1 : nl].strip():
+    layout = indent_layout(data, open_pos) if count else None
+    if layout is None:
         return None
-    first = nl + 1
-    brace = first
-    while brace < len(data) and data[brace] in b" \t":
-        brace += 1
-    if brace >= len(data) or data[brace] != 0x7B:  # '{'
-        return None
-    indent = data[first:brace]
-    closer = b"\n" + indent + b"}"
-    sep = closer + b",\n" + indent + b"{"
+    brace, indent, closer, sep = layout
     # Split the whole buffer (no 36 MB slice copy); piece 0 then also holds the header.
     pieces = data.split(sep, count - 1)
     if len(pieces) != count:
@@ -77,28 +88,36 @@ def element_ranges(data: bytes, open_pos: int, count: int) -> tuple[list[int], l
     """[start, end) byte offsets of the first `count` object elements of the array at
     `open_pos`, by a token scan (any layout). None if the array does not hold `count`
     objects."""
-    return _scanned_ranges(data, open_pos, count)
+    starts, ends, _ = object_spans(data, open_pos)
+    if len(starts) < count or len(ends) < count:
+        return None
+    return starts[:count], ends[:count]
 
 
-def _scanned_ranges(data: bytes, open_pos: int, count: int) -> tuple[list[int], list[int]] | None:
+def object_spans(data: bytes, open_pos: int) -> tuple[list[int], list[int], bool]:
+    """[start, end) byte offsets of the object elements of the array at `open_pos`, by a
+    token scan (strings skipped whole by the regex, in C), and whether the array closed
+    with every bracketed element an object. A number or string element is not a token:
+    a caller that must rule those out checks the gaps between the objects."""
     starts: list[int] = []
     ends: list[int] = []
     depth = 0
+    only_objects = True
     for m in _TOKENS.finditer(data, open_pos):
-        tok = m.group()
-        c = tok[0]
+        c = m.group()[0]
         if c == 0x22:  # '"': strings never change depth
             continue
         if c in (0x5B, 0x7B):  # '[' '{'
             depth += 1
-            if depth == 2 and c == 0x7B:
-                starts.append(m.start())
+            if depth == 2:
+                if c == 0x7B:
+                    starts.append(m.start())
+                else:
+                    only_objects = False
         else:
             depth -= 1
-            if depth == 1 and c == 0x7D:
+            if depth == 1 and c == 0x7D:  # '}'
                 ends.append(m.end())
             if depth == 0:
                 break
-    if len(starts) < count or len(ends) < count:
-        return None
-    return starts[:count], ends[:count]
+    return starts, ends, depth == 0 and only_objects

@@ -37,7 +37,7 @@ from ..core.columns import Floats, Ints
 from ..core.model import EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LR, THROUGHPUT, ReadError, RecordSpans, Run, RunMeta, Series
 from . import adjacent
 from .common import Columns, decode_json, to_float, to_step
-from .jsonpos import _TOKENS, array_start
+from .jsonpos import array_start, indent_layout, object_spans
 from .metrics import map_columns
 
 if TYPE_CHECKING:
@@ -322,18 +322,10 @@ def _indented_ranges(data: bytes, open_pos: int) -> _Ranges | None:
     indent-dumped entry a line holding only the entry's own indentation and `}` can only
     be its closing brace (nested values sit deeper, strings hold no raw newlines).
     """
-    nl = data.find(b"\n", open_pos)
-    if nl == -1 or data[open_pos + 1 : nl].strip():
+    layout = indent_layout(data, open_pos)
+    if layout is None:
         return None
-    first = nl + 1
-    brace = first
-    while brace < len(data) and data[brace] in b" \t":
-        brace += 1
-    if brace >= len(data) or data[brace] != 0x7B:  # '{'
-        return None
-    indent = data[first:brace]
-    closer = b"\n" + indent + b"}"
-    sep = closer + b",\n" + indent + b"{"
+    brace, indent, closer, sep = layout
     last = data.find(closer + b"\n", brace)  # the last entry's closing brace, then the `]`
     if last == -1 or data[last + len(closer) + 1 : last + len(closer) + 1024].lstrip()[:1] != b"]":
         return None
@@ -347,29 +339,10 @@ def _indented_ranges(data: bytes, open_pos: int) -> _Ranges | None:
 
 
 def _scanned_ranges(data: bytes, open_pos: int) -> tuple[list[int], list[int]] | None:
-    """Any other layout: entries by a token scan (strings skipped whole by the regex in
-    C). None when an element of the array is not an object."""
-    starts: list[int] = []
-    ends: list[int] = []
-    depth = 0
-    for m in _TOKENS.finditer(data, open_pos):
-        tok = m.group()
-        c = tok[0]
-        if c == 0x22:  # '"': strings never change depth
-            continue
-        if c in (0x5B, 0x7B):  # '[' '{'
-            depth += 1
-            if depth == 2:
-                if c != 0x7B:
-                    return None
-                starts.append(m.start())
-        else:
-            depth -= 1
-            if depth == 1:
-                ends.append(m.end())
-            if depth == 0:
-                break
-    if depth != 0 or len(starts) != len(ends):
+    """Any other layout: entries by a token scan. None when an element of the array is
+    not an object."""
+    starts, ends, closed = object_spans(data, open_pos)
+    if not closed or len(starts) != len(ends):
         return None
     # Between entries only a comma: a number or string element would sit there.
     gaps = zip(ends, starts[1:])
