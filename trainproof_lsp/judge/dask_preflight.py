@@ -11,8 +11,8 @@ The work, and where its data lives:
 4. partitions: one task per partition takes that partition's pieces from every range and
    finds the rows sharing a hash — later rows of a file repeat its first one; a training
    file's first row with a hash an earlier training file holds repeats that file's row
-   (judge/cross_files.py); an eval row repeats the first training row with its hash. Only what they find comes back: no node
-   ever holds all the hashes.
+   (judge/cross_files.py); an eval row repeats the first training row with its hash.
+   Only what they find comes back: no node ever holds all the hashes.
 
 The report is built from those facts by the same rules, so it equals a local run's
 (tests/test_preflight_dask.py). Paths may be fsspec URLs (s3://, gs://, ...) the workers
