@@ -267,3 +267,42 @@ def test_eval_overlap_up_to_case_prefers_an_exact_copy(tmp_path):
     got = [(f.location.span.start_line, f.evidence["train_line"], f.evidence["exact"])
            for f in out.reports[1].findings if f.id == "TP-PRE-EVAL-OVERLAP"]
     assert got == [(0, 1, False), (1, 2, True)]
+
+
+def test_a_row_repeating_an_earlier_training_file_is_reported_on_the_later_row(tmp_path, capsys):
+    rows = {name: [json.dumps({"text": f"{name} row {i}"}) for i in range(6)] for name in ("a", "b", "c")}
+    rows["b"][2] = json.dumps({"id": 7, "text": "a row 4"})   # a's line 5 (metadata keys do not count)
+    rows["b"][4] = rows["b"][2]                                # b's own repeat: TP-PRE-DUPLICATE-TEXT
+    rows["c"][0] = json.dumps({"text": "  B ROW 1 "})         # b's line 2, up to case and outer whitespace
+    for name, lines in rows.items():
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    ev = tmp_path / "eval.jsonl"
+    ev.write_text(rows["a"][0] + "\n")                         # overlap, never a copy across training files
+    paths = [tmp_path / f"{n}.jsonl" for n in ("a", "b", "c")]
+    out = preflight(paths, Config(), eval_path=ev)
+    a, b, c, e = out.reports
+    assert a.findings == () and a.verdict is Verdict.PASS
+    assert facts(b) == [("TP-PRE-DUPLICATE-ACROSS-FILES", "WARN", 2, 0), ("TP-PRE-DUPLICATE-TEXT", "WARN", 4, 0)]
+    across = b.findings[0]
+    assert across.message == f"line 3 repeats {paths[0]}:5 (an earlier file) exactly"
+    assert across.evidence == {"line": 3, "first_line": 5, "first_file": 1, "exact": True, "across_files_in_file": 1}
+    assert [(r.location.path, r.location.span.start_line, r.message) for r in across.related] == \
+        [(str(paths[0]), 4, "first occurrence, in an earlier file")]
+    assert facts(c) == [("TP-PRE-DUPLICATE-ACROSS-FILES", "WARN", 0, 0)]
+    assert c.findings[0].evidence == {"line": 1, "first_line": 2, "first_file": 2, "exact": False,
+                                      "across_files_in_file": 1}
+    assert facts(e) == [("TP-PRE-EVAL-OVERLAP", "WARN", 0, 0)]
+    # one file alone: nothing earlier to repeat, and the check ran
+    alone = judge_dataset(paths[1], Config())
+    assert facts(alone) == [("TP-PRE-DUPLICATE-TEXT", "WARN", 4, 0)]
+    assert ("TP-PRE-DUPLICATE-ACROSS-FILES", True) in [(ch.group, ch.ran) for ch in alone.checks]
+    # disabled by configuration: not searched, and said so
+    off = preflight(paths, Config(ignore=frozenset({"TP-PRE-DUPLICATE-ACROSS-FILES"})))
+    assert [f.id for r in off.reports for f in r.findings] == ["TP-PRE-DUPLICATE-TEXT"]
+    assert ("TP-PRE-DUPLICATE-ACROSS-FILES", "disabled by configuration") in \
+        [(ch.group, ch.reason) for ch in off.reports[1].checks]
+    # the command line, in one process: the text names both places
+    assert main(["preflight", *map(str, paths), "--jobs", "1"]) == 0  # WARNs pass
+    text = capsys.readouterr().out
+    assert f"{paths[1]}:3:1: WARN TP-PRE-DUPLICATE-ACROSS-FILES line 3 repeats {paths[0]}:5 (an earlier file) exactly" \
+        in text

@@ -44,6 +44,9 @@ def _three_shards(tmp_path):
     rows[2][7] = rows[0][5]                                        # shard 2 holds a row of shard 0
     rows[2][110] = rows[2][7]                                      # ...and repeats it
     rows[2][50] = '{"text": broken'
+    rows[1][10] = rows[0][5]                                       # shard 1 holds the same row of shard 0
+    rows[1][30] = rows[0][40].upper().replace('"TEXT"', '"text"')  # a near copy across shards
+    rows[2][20] = rows[1][90]                                      # shard 2 holds a row of shard 1
     for s in range(3):
         (shards / f"part-{s}.jsonl").write_text("\n".join(rows[s]) + "\n")
     ev = tmp_path / "eval.jsonl"
@@ -53,10 +56,10 @@ def _three_shards(tmp_path):
 
 
 def test_three_shards_on_a_local_cluster_give_the_local_report(tmp_path, cluster):
-    paths, ev = _three_shards(tmp_path)
+    paths, ev_path = _three_shards(tmp_path)
     config = Config()
-    local = pre.preflight(paths, config, eval_path=ev)
-    remote = preflight_dask(paths, config, address=cluster.scheduler_address, eval_path=ev,
+    local = pre.preflight(paths, config, eval_path=ev_path)
+    remote = preflight_dask(paths, config, address=cluster.scheduler_address, eval_path=ev_path,
                             part_bytes=600, first_min=1, partitions=3)
     assert render.to_json(remote) == render.to_json(local)
     assert render.to_text(remote, verbose=True) == render.to_text(local, verbose=True)
@@ -68,6 +71,19 @@ def test_three_shards_on_a_local_cluster_give_the_local_report(tmp_path, cluster
     assert _findings(doc, "TP-PRE-EVAL-OVERLAP") == [("eval.jsonl", 1, 6), ("eval.jsonl", 2, 11),
                                                     ("eval.jsonl", 3, 12)]
     assert [f[1] for f in _findings(doc, "TP-PRE-MALFORMED-JSONL")] == [51]
+    # rows repeating an earlier shard: on the later row, naming the first copy
+    across = [(f["location"]["path"].rsplit("/", 1)[-1], f["location"]["range"]["start"]["line"], f["evidence"],
+               rel["location"]["path"].rsplit("/", 1)[-1], rel["location"]["range"]["start"]["line"])
+              for r in doc["reports"] for f in r["findings"] if f["id"] == "TP-PRE-DUPLICATE-ACROSS-FILES"
+              for rel in f["related"]]
+    ev = {"across_files_in_file": 2}
+    assert across == [
+        ("part-1.jsonl", 10, {"line": 11, "first_line": 6, "first_file": 1, "exact": True, **ev}, "part-0.jsonl", 5),
+        ("part-1.jsonl", 30, {"line": 31, "first_line": 41, "first_file": 1, "exact": False, **ev}, "part-0.jsonl", 40),
+        ("part-2.jsonl", 7, {"line": 8, "first_line": 6, "first_file": 1, "exact": True, **ev}, "part-0.jsonl", 5),
+        ("part-2.jsonl", 20, {"line": 21, "first_line": 91, "first_file": 2, "exact": True, **ev}, "part-1.jsonl", 90)]
+    jobs = parallel.preflight_jobs(paths, config, jobs=2, eval_path=ev_path, part_bytes=600, first_min=1)
+    assert render.to_json(jobs) == render.to_json(remote)
 
 
 def test_cli_dask_prints_the_local_json(tmp_path, cluster):

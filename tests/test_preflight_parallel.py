@@ -226,3 +226,71 @@ def test_unreadable_paths_are_not_checked_as_in_one_pass(tmp_path):
     doc = _same_as_one_pass(paths)
     assert [r["verdict"] for r in doc["reports"]] == ["PASS", "NOT-CHECKED", "NOT-CHECKED", "NOT-CHECKED",
                                                       "NOT-CHECKED"]
+
+
+def _across(doc: dict) -> list[tuple[str, int, str, int, int, bool]]:
+    """TP-PRE-DUPLICATE-ACROSS-FILES as (file, line, earlier file, its line, its position, exact)."""
+    out = []
+    for f in _findings(doc, "TP-PRE-DUPLICATE-ACROSS-FILES"):
+        [rel] = f["related"]
+        ev = f["evidence"]
+        assert rel["location"]["range"]["start"]["line"] == ev["first_line"] - 1
+        assert f["location"]["range"]["start"]["line"] == ev["line"] - 1
+        out.append((Path(f["location"]["path"]).name, ev["line"], Path(rel["location"]["path"]).name,
+                    ev["first_line"], ev["first_file"], ev["exact"]))
+    return out
+
+
+def _shards_with_copies_across(tmp_path) -> list[Path]:
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    rows = {s: [_row(s * 100 + i) for i in range(100)] for s in range(3)}
+    rows[1][10] = rows[0][5]                                       # shard 1 holds a row of shard 0
+    rows[2][80] = rows[0][5]                                       # ...and so does shard 2: shard 0 is cited
+    rows[2][95] = rows[0][5]                                       # shard 2's own repeat: DUPLICATE-TEXT only
+    rows[1][40] = rows[0][70].upper().replace('"TEXT"', '"text"')  # a near copy across files
+    rows[2][3] = rows[1][60]                                       # between the later shards
+    for s in range(3):
+        (shards / f"part-{s}.jsonl").write_text("\n".join(rows[s]) + "\n")
+    return parallel.expand_shards([shards])
+
+
+def test_rows_repeating_an_earlier_shard_are_found_as_in_one_pass(tmp_path):
+    paths = _shards_with_copies_across(tmp_path)
+    assert len(_cuts(paths[2])) > 5  # the copies sit in different ranges of the file
+    doc = _same_as_one_pass(paths)
+    assert _across(doc) == [("part-1.jsonl", 11, "part-0.jsonl", 6, 1, True),
+                            ("part-1.jsonl", 41, "part-0.jsonl", 71, 1, False),
+                            ("part-2.jsonl", 4, "part-1.jsonl", 61, 2, True),
+                            ("part-2.jsonl", 81, "part-0.jsonl", 6, 1, True)]
+    dups = _findings(doc, "TP-PRE-DUPLICATE-TEXT")
+    assert [(Path(d["location"]["path"]).name, d["evidence"]["line"], d["evidence"]["first_line"])
+            for d in dups] == [("part-2.jsonl", 96, 81)]
+    [msg] = [f["message"] for f in _findings(doc, "TP-PRE-DUPLICATE-ACROSS-FILES") if f["evidence"]["line"] == 41]
+    assert msg == f"line 41 repeats {paths[0]}:71 (an earlier file) up to letter case or whitespace"
+    # the files in another order: the copies point the other way
+    doc = _same_as_one_pass(paths[::-1])
+    assert _across(doc)[:2] == [("part-1.jsonl", 11, "part-2.jsonl", 81, 1, True),
+                                ("part-1.jsonl", 61, "part-2.jsonl", 4, 1, True)]
+
+
+def test_the_hash_partitions_find_what_the_one_pass_search_finds(tmp_path):
+    """judge/parallel.partition_duplicates (the cluster's reduce task) against the local
+    search over whole hash arrays, on the same scans."""
+    from trainproof_lsp.judge.cross_files import earlier_copies
+
+    paths = _shards_with_copies_across(tmp_path)
+    scans = [pre.scan_dataset(p) for p in paths]
+    local = pre.repeats_across_files(scans, CONFIG)
+    for partitions in (1, 3, 7):
+        found = {}
+        for which in ("exact", "near"):
+            by_part = [[] for _ in range(partitions)]
+            for i, s in enumerate(scans):
+                for p, piece in enumerate(parallel.hash_pieces(getattr(s, which), file=i, first_line=0,
+                                                               partitions=partitions)):
+                    by_part[p].append(piece)
+            found[which] = [a for pieces in by_part
+                            for a in parallel.partition_duplicates(pieces, train_files=frozenset({0, 1, 2})).across]
+        assert earlier_copies({i: str(p) for i, p in enumerate(paths)}, found["exact"], found["near"]) == local
+    assert sorted((i, c.line) for i, cs in local.items() for c in cs) == [(1, 10), (1, 40), (2, 3), (2, 80)]

@@ -9,9 +9,10 @@ The work, and where its data lives:
 3. pieces: on the worker that holds a scan, its hashes are split by partition
    (hash % P): P small typed arrays per range and hash kind.
 4. partitions: one task per partition takes that partition's pieces from every range and
-   finds the rows sharing a hash — later rows of a file repeat its first one; an eval row
-   repeats the first training row with its hash. Only what they find comes back: no node
-   ever holds all the hashes.
+   finds the rows sharing a hash — later rows of a file repeat its first one; a training
+   file's first row with a hash an earlier training file holds repeats that file's row
+   (judge/cross_files.py); an eval row repeats the first training row with its hash.
+   Only what they find comes back: no node ever holds all the hashes.
 
 The report is built from those facts by the same rules, so it equals a local run's
 (tests/test_preflight_dask.py). Paths may be fsspec URLs (s3://, gs://, ...) the workers
@@ -29,6 +30,8 @@ from typing import Any, Callable, Sequence
 from ..core.config import Config
 from ..core.model import Outcome, Report
 from ..readers.dataset import DatasetScan
+from ..rules.dataset import ACROSS_FILES, EarlierCopy
+from .cross_files import earlier_copies
 from .parallel import (FIRST_PART_MIN, PartFailed, PartitionResult, Progress, _failed, duplicates_from, file_size,
                        hash_pieces, merge_parts, partition_duplicates, scan_part, scanner, _plan)
 
@@ -79,20 +82,31 @@ def preflight_dask(paths: Sequence[Path | str], config: Config, *, address: Any,
     except (OSError, TimeoutError, ValueError) as e:
         return Outcome(reports=(), error=f"--dask {address}: cannot reach the scheduler ({' '.join(str(e).split())})")
     try:
-        scans = scan_on_cluster(client, names, config, eval_file=len(paths) if eval_path is not None else None,
-                                part_bytes=part_bytes, first_min=first_min, partitions=partitions,
-                                progress=progress)
+        scans, across = find_on_cluster(client, names, config,
+                                        eval_file=len(paths) if eval_path is not None else None,
+                                        part_bytes=part_bytes, first_min=first_min, partitions=partitions,
+                                        progress=progress)
     finally:
         if client is not address:
             closing: Any = client
             closing.close()
     return pre.preflight(paths, config, eval_path=eval_path, tokenizer_dir=tokenizer_dir, max_len=max_len,
-                         scan=scanner(dict(zip(names, scans))))
+                         scan=scanner(dict(zip(names, scans))), across=across)
 
 
 def scan_on_cluster(client: Any, names: Sequence[str], config: Config, *, eval_file: int | None,
                     part_bytes: int | None = None, first_min: int = FIRST_PART_MIN, partitions: int | None = None,
                     progress: Callable[[int], Progress] | None = None) -> list[DatasetScan | Report]:
+    return find_on_cluster(client, names, config, eval_file=eval_file, part_bytes=part_bytes, first_min=first_min,
+                           partitions=partitions, progress=progress)[0]
+
+
+def find_on_cluster(client: Any, names: Sequence[str], config: Config, *, eval_file: int | None,
+                    part_bytes: int | None = None, first_min: int = FIRST_PART_MIN, partitions: int | None = None,
+                    progress: Callable[[int], Progress] | None = None
+                    ) -> tuple[list[DatasetScan | Report], dict[int, tuple[EarlierCopy, ...]]]:
+    """The scans (as `scan_on_cluster`) and the rows of each training file that repeat a
+    row of an earlier one (by position in `names`), found by the same partition tasks."""
     import distributed  # optional: the dask extra
 
     as_completed: Any = distributed.as_completed
@@ -159,7 +173,11 @@ def scan_on_cluster(client: Any, names: Sequence[str], config: Config, *, eval_f
                    for pieces in by_part]
         found[which] = client.gather(reduced)
     del scan_futs
-    return _assemble(names, merged, found, eval_file)
+    across: dict[int, tuple[EarlierCopy, ...]] = {}
+    if len(train) > 1 and config.enabled(ACROSS_FILES):
+        across = earlier_copies(dict(enumerate(names)), [a for r in found["exact"] for a in r.across],
+                                [a for r in found["near"] for a in r.across])
+    return _assemble(names, merged, found, eval_file), across
 
 
 def _assemble(names: Sequence[str], merged: dict[int, DatasetScan | Report], found: dict[str, list[PartitionResult]],
@@ -195,4 +213,4 @@ def _assemble(names: Sequence[str], merged: dict[int, DatasetScan | Report], fou
     return out
 
 
-__all__ = ["preflight_dask", "scan_on_cluster", "MISSING_DASK"]
+__all__ = ["preflight_dask", "scan_on_cluster", "find_on_cluster", "MISSING_DASK"]

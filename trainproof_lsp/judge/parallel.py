@@ -33,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..core.model import Outcome, ReadError, Report
 from ..readers.dataset import DatasetScan, Duplicate, LineProblem, scan_dataset
+from .cross_files import across_of_group
 
 if TYPE_CHECKING:  # (workers import this module: they need the reader, not the settings)
     from ..core.config import Config
@@ -269,16 +270,20 @@ class PartitionResult:
 
     duplicates: (file, line, first line in that file with the hash)
     overlap:    (eval line, training file, first training line with the hash); the
-                training file is the first one (in the order given) holding the hash."""
+                training file is the first one (in the order given) holding the hash.
+    across:     (training file, line, earlier training file, its first line): the first
+                row of a file with a hash an earlier file holds (cross_files.py)."""
 
     duplicates: tuple[tuple[int, int, int], ...] = ()
     overlap: tuple[tuple[int, int, int, int], ...] = ()  # (..., hash)
+    across: tuple[tuple[int, int, int, int], ...] = ()
 
 
 def partition_duplicates(pieces: Iterable[Piece], *, eval_file: int | None = None,
                          train_files: frozenset[int] = frozenset()) -> PartitionResult:
     """Rows sharing a hash within a partition: later rows of a file repeat its first
-    one; an eval row repeats the first training row with its hash."""
+    one; a training file's first row with it repeats an earlier training file's first
+    row; an eval row repeats the first training row with its hash."""
     groups: dict[int, list[tuple[int, int]]] = {}
     try:
         import numpy as np  # optional: numpy, for big hash arrays
@@ -308,6 +313,7 @@ def partition_duplicates(pieces: Iterable[Piece], *, eval_file: int | None = Non
                 groups.setdefault(h, []).append((f, l))
     dups: list[tuple[int, int, int]] = []
     overlap: list[tuple[int, int, int, int]] = []
+    across: list[tuple[int, int, int, int]] = []
     for h, members in groups.items():
         if len(members) < 2:
             continue
@@ -318,11 +324,13 @@ def partition_duplicates(pieces: Iterable[Piece], *, eval_file: int | None = Non
                 dups.append((f, l, first_in[f]))
             else:
                 first_in[f] = l
+        if len(first_in) > 1 and train_files:
+            across.extend(across_of_group([m for m in members if m[0] in train_files]))
         if eval_file is not None and eval_file in first_in:
             train = next(((f, l) for f, l in members if f in train_files), None)
             if train is not None:
                 overlap.extend((l, train[0], train[1], h) for f, l in members if f == eval_file)
-    return PartitionResult(duplicates=tuple(dups), overlap=tuple(overlap))
+    return PartitionResult(duplicates=tuple(dups), overlap=tuple(overlap), across=tuple(sorted(across)))
 
 
 def duplicates_from(exact: Iterable[tuple[int, int]], near: Iterable[tuple[int, int]]

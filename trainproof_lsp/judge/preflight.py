@@ -19,17 +19,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..core.config import Config
 from ..core.model import Artefact, Check, Finding, Outcome, ReadError, Report, Span
 from ..readers.dataset import DatasetScan, scan_dataset
 from ..readers import chat_template as ct
 from ..readers.tokenizer import read_tokenizer_dir
-from ..rules.dataset import DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext
+from ..rules.dataset import ACROSS_FILES, DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext, EarlierCopy
 from ..rules.tokenizer import QUIET_SKIPS, TEMPLATE_NO_EOS, TOKENIZER_RULES, TokenizerContext, special_tokens
 from ..readers.dataset import NOT_ALTERNATING as NOT_ALTERNATING_KIND
 from .base import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
+from .cross_files import across_files, earlier_copies
 from ..rules.tokens import TEMPLATE_ERROR, TOKEN_RULES, TokenContext
 from ..readers.tokens import TemplateRendered, TokenizerUnavailable, TokenLengths, count_tokens, load_tokenizer, render_rows
 
@@ -153,10 +154,12 @@ def _token_rules(scan: DatasetScan, config: Config, lengths: TokenLengths | NotC
 
 def dataset_report(scan: DatasetScan, config: Config, *, train: Sequence[DatasetScan] = (),
                    lengths: TokenLengths | NotCounted = NOT_ASKED, max_len: int | None = None,
-                   rendered: "TemplateRendered | str | None" = None) -> Report:
+                   rendered: "TemplateRendered | str | None" = None,
+                   earlier: Sequence[EarlierCopy] = ()) -> Report:
     """The dataset rules over a finished scan, and the token rules over its token
     lengths (or listed as skipped, with why they were not counted). `rendered`: its rows
-    that do not alternate, rendered with the run's chat template (TemplateRows)."""
+    that do not alternate, rendered with the run's chat template (TemplateRows);
+    `earlier`: its rows that repeat a row of an earlier training file (cross_files.py)."""
     artefact = Artefact(path=scan.path, kind="dataset", format=_format_name(scan), sources=(scan.path,))
     if scan.records == 0 and not scan.problems:
         reason = f"{scan.path}: no records ({scan.lines} line(s), {scan.blank_lines} blank)"
@@ -165,7 +168,8 @@ def dataset_report(scan: DatasetScan, config: Config, *, train: Sequence[Dataset
     refused = lengths.template_errors if isinstance(lengths, TokenLengths) else \
         rendered.template_errors if isinstance(rendered, TemplateRendered) else ()
     findings, checks = run_rules(rules, scan, DatasetContext(train=tuple(train),
-                                                             template_rejected=frozenset(e.line for e in refused)),
+                                                             template_rejected=frozenset(e.line for e in refused),
+                                                             earlier_copies=tuple(earlier)),
                                  config)
     if not train:
         checks.append(Check(group=OVERLAP.id, ran=False, reason=OVERLAP_SKIP))
@@ -229,10 +233,13 @@ def judge_tokenizer(folder: Path | str, config: Config, *, conversational: bool 
 
 def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | str | None = None,
               tokenizer_dir: Path | str | None = None, max_len: int | None = None,
-              scan: Callable[[Path | str], DatasetScan | Report] | None = None) -> Outcome:
+              scan: Callable[[Path | str], DatasetScan | Report] | None = None,
+              across: Mapping[int, Sequence[EarlierCopy]] | None = None) -> Outcome:
     """Every dataset, the eval file (with its overlap against the training files) and the
     tokenizer folder, each in its own report. `scan`: where the scans come from when they
-    were made beforehand (judge/parallel.py: on worker processes or a cluster)."""
+    were made beforehand (judge/parallel.py: on worker processes or a cluster); `across`:
+    the rows repeating an earlier training file's row, by the file's position in `paths`,
+    when they were found beforehand (on a cluster); otherwise found here."""
     def _read(p: Path | str) -> DatasetScan | Report:
         return scan(p) if scan is not None else _scan(Path(p), config=config)
 
@@ -240,15 +247,17 @@ def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | 
     scans: list[DatasetScan] = []
     counting = TokenCounting(tokenizer_dir, max_len, config)
     templated = TemplateRows(tokenizer_dir, config)
-    for p in paths:
-        scanned = _read(p)
+    read = [_read(p) for p in paths]
+    if across is None:
+        across = repeats_across_files(read, config)
+    for i, scanned in enumerate(read):
         if isinstance(scanned, Report):
             reports.append(scanned)
             continue
         scans.append(scanned)
         lengths = counting.lengths(scanned)
         reports.append(dataset_report(scanned, config, lengths=lengths, max_len=max_len,
-                                      rendered=templated.render(scanned, lengths)))
+                                      rendered=templated.render(scanned, lengths), earlier=across.get(i, ())))
     if eval_path is not None:
         scanned = _read(eval_path)
         if isinstance(scanned, Report):
@@ -264,5 +273,15 @@ def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | 
     return Outcome(reports=tuple(reports))
 
 
+def repeats_across_files(read: Sequence[DatasetScan | Report], config: Config) -> dict[int, tuple[EarlierCopy, ...]]:
+    """Rows of each training file (by position) that repeat a row of an earlier one."""
+    files = [(i, s) for i, s in enumerate(read) if isinstance(s, DatasetScan)]
+    if len(files) < 2 or not config.enabled(ACROSS_FILES):
+        return {}
+    names = {i: s.path for i, s in files}
+    return earlier_copies(names, across_files([(i, s.exact) for i, s in files]),
+                          across_files([(i, s.near) for i, s in files]))
+
+
 __all__ = ["preflight", "judge_dataset", "judge_tokenizer", "dataset_report", "scan_dataset", "NotCounted",
-           "TokenCounting", "NOT_ASKED"]
+           "TokenCounting", "NOT_ASKED", "repeats_across_files"]

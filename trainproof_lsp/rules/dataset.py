@@ -16,6 +16,17 @@ from .base import Family, NoLimits, Rule, Skip
 
 
 @dataclass(frozen=True, kw_only=True)
+class EarlierCopy:
+    """A row of this file that repeats a row of an earlier training file (judge/cross_files.py)."""
+
+    line: int        # 0-based, in this file
+    path: str        # the earlier file, as given
+    file: int        # its position among the files given (0-based)
+    first_line: int  # 0-based: the first row in that file with the same content
+    exact: bool      # False: equal up to ASCII letter case and outer whitespace
+
+
+@dataclass(frozen=True, kw_only=True)
 class DatasetContext:
     """What a dataset rule may know besides its own file: for the eval file, the scans
     of the training files it must not overlap."""
@@ -24,6 +35,8 @@ class DatasetContext:
     # Lines (0-based) whose rows the run's chat template refused to render: those are
     # TP-PRE-CHAT-TEMPLATE-ERROR's (FAIL), so the alternation WARN stands down on them.
     template_rejected: frozenset[int] = frozenset()
+    # Rows repeating a row of an earlier training file of the same preflight, by line.
+    earlier_copies: tuple[EarlierCopy, ...] = ()
 
 
 # Every rule here judges one dataset file's scan (readers/dataset.py).
@@ -268,6 +281,37 @@ def check_near_duplicates(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> I
 NEAR_DUPLICATE = Rule(id="TP-PRE-NEAR-DUPLICATE", name="near-duplicate", level=Level.WARN,
                       doc=NEAR_DUPLICATE_DOC, check=check_near_duplicates, family=DATASET)
 
+ACROSS_FILES_DOC = """A row repeats a row of an earlier training file.
+
+What it flags: when several training files (shards) are checked together, a row whose
+training content equals a row of a file given before it (in the order given; a folder or
+glob in name order), exactly or up to letter case and outer whitespace; the finding sits
+on the later row and points at the first copy (earlier file and line). Only a file's first
+row with that content is flagged: its later copies within the file are
+TP-PRE-DUPLICATE-TEXT already. The `--eval` file is judged by TP-PRE-EVAL-OVERLAP instead.
+Why it matters: shards are trained on as one dataset — a row copied into two shards is
+trained on twice per epoch, like a duplicate within one file; usually the same source
+exported twice or overlapping shard ranges.
+What it does not mean: anything when one file is checked on its own (there is no earlier
+file; `doctor` and the editor judge each file alone), or paraphrases.
+"""
+
+
+def check_across_files(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    copies: tuple[EarlierCopy, ...] = getattr(ctx, "earlier_copies", ())
+    for c in copies:
+        how = "exactly" if c.exact else "up to letter case or whitespace"
+        yield Hit(message=f"line {c.line + 1} repeats {c.path}:{c.first_line + 1} (an earlier file) {how}",
+                  evidence={"line": c.line + 1, "first_line": c.first_line + 1, "first_file": c.file + 1,
+                            "exact": c.exact, "across_files_in_file": len(copies)},
+                  location=_line_location(scan, c.line),
+                  related=(Related(location=Location(path=c.path, span=Span(c.first_line, 0, c.first_line, 0)),
+                                   message="first occurrence, in an earlier file"),))
+
+
+ACROSS_FILES = Rule(id="TP-PRE-DUPLICATE-ACROSS-FILES", name="duplicate-across-files", level=Level.WARN,
+                    doc=ACROSS_FILES_DOC, check=check_across_files, family=DATASET)
+
 OVERLAP_DOC = """An eval row also appears in the training data.
 
 What it flags: a row of the `--eval` file whose content equals (or equals up to letter
@@ -441,6 +485,7 @@ DATASET_RULES: tuple[Rule[ds.DatasetScan, DatasetContext], ...] = (
     CHOSEN_EQUALS_REJECTED,
     DUPLICATE,
     NEAR_DUPLICATE,
+    ACROSS_FILES,
     OVERLAP,
     MIXED,
     ARRAY_IN_JSONL,
