@@ -61,10 +61,6 @@ def one_based(span: Span) -> tuple[int, int, int, int]:
     return span.start_line + 1, span.start_char + 1, span.end_line + 1, span.end_char + 1
 
 
-def whole_line(line: int, length: int = 0) -> Span:
-    return Span(line, 0, line, length)
-
-
 # --- LSP position encodings -------------------------------------------------------------
 # A client and server agree on one unit for columns at `initialize` ("utf-16" is the
 # default and what VS Code uses; Neovim >= 0.10 offers "utf-8" first, Emacs "utf-32").

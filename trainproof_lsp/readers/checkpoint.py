@@ -39,7 +39,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping, TypedDict
+from typing import Any, Mapping, TypedDict
 
 from ..core.caps import DEFAULT_CAPS, MIB, Caps, mib
 from ..core.model import Span
@@ -1165,7 +1165,3 @@ def _scan_bytes(buf: Any, dtype: str, big_endian: bool) -> tuple[int, int, int |
                 inf += 1
         at = flags.find(1, at + 1)
     return nan, inf, first, zero
-
-
-def iter_weight_tensors(facts: CheckpointFacts) -> Iterator[TensorFacts]:
-    return (t for t in facts.tensors if t.role == "weights")

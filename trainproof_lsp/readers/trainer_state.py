@@ -106,10 +106,6 @@ def check_caps(path: str | Path, data: bytes | None, caps: "Caps", *, entries: b
                             f"{caps.max_log_entries} (max_log_entries): not parsed")
 
 
-def looks_like_trainer_state(head: bytes) -> bool:
-    return b'"log_history"' in head
-
-
 def _needs_mapping(data: bytes, found: Any, columns_map: Mapping[str, str] | None) -> bool:
     """The typed fast path read HF's own keys; a mapping setting, a log without them, or
     a log with another loss key (an eval set named by the user) is read by mapping names."""
