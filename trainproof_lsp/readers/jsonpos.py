@@ -7,8 +7,6 @@ decoder, the positions from here.
 from __future__ import annotations
 
 import re
-from itertools import accumulate, repeat
-from operator import add
 
 # A JSON string (with escapes) or a structural bracket. Everything else between
 # brackets is skipped by the regex engine in C.
@@ -44,44 +42,6 @@ def indent_layout(data: bytes, open_pos: int) -> tuple[int, bytes, bytes, bytes]
     indent = data[first:brace]
     closer = b"\n" + indent + b"}"
     return brace, indent, closer, closer + b",\n" + indent + b"{"
-
-
-def indented_spans(data: bytes, open_pos: int, count: int) -> tuple[list[int], list[int], int] | None:
-    """Start and end line of each of the `count` object elements of the array at `open_pos`, for
-    the layout `json.dump(indent=N)` writes (HF's trainer_state.json), and the
-    elements' indentation. Each element then spans from its start line (the `{`) to
-    start + (newlines inside) + 1 (the `}`), at column `indent`. None for any other
-    layout: the caller falls back to `element_ranges`.
-
-    Shape: `[\n<ind>{\n ... \n<ind>},\n<ind>{\n ... \n<ind>}\n<outer>]`
-    Splitting on the separator `\n<ind>},\n<ind>{` walks 200k elements in C.
-    """
-    layout = indent_layout(data, open_pos) if count else None
-    if layout is None:
-        return None
-    brace, indent, closer, sep = layout
-    # Split the whole buffer (no 36 MB slice copy); piece 0 then also holds the header.
-    pieces = data.split(sep, count - 1)
-    if len(pieces) != count:
-        return None
-    last_end = pieces[-1].find(closer)
-    if last_end == -1:
-        return None
-    pieces[-1] = pieces[-1][:last_end]
-    # The first separator must come after this array's first `{` (no same-shaped array
-    # earlier in the file). Inside an indent-dumped element a line holding only the
-    # element's own indentation and `}` can only be its closing brace (nested values
-    # sit deeper, strings hold no raw newlines), so the pieces are exactly the elements.
-    if len(pieces[0]) <= brace:
-        return None
-    first_line = data.count(b"\n", 0, brace)
-    inner = list(map(bytes.count, pieces, repeat(b"\n")))
-    inner[0] -= first_line
-    # Element k+1 starts 2 lines after element k's body ends: its `}` line, then its
-    # own `{` line. Its `}` sits on the line after its body. (All in C iterators.)
-    starts = list(accumulate(map(add, inner[:-1], repeat(2)), initial=first_line))
-    ends = list(map(add, starts, map(add, inner, repeat(1))))
-    return starts, ends, len(indent)
 
 
 def element_ranges(data: bytes, open_pos: int, count: int) -> tuple[list[int], list[int]] | None:
