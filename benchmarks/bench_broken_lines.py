@@ -29,19 +29,14 @@ import tempfile
 import time
 from pathlib import Path
 
+# The rows are made of the same words as bench_preflight.py's (a sibling script: this
+# folder is on sys.path when a benchmark is run as a script).
+from bench_preflight import _sentence
+
 ROOT = Path(__file__).resolve().parents[1]
 
 MAX_SLOWDOWN = 0.15  # broken file's throughput may be at most this much below the clean one's
 MAX_BYTES_PER_LINE = 20.0  # peak RSS growth per line between 100k and 1M lines
-
-WORDS = ("the of and to in is was for on that with as by at from it this be are an or have had not but what all "
-         "were when we there can been one do did will more no if out so said who up about into than them could "
-         "time only new some these two may then first any like model loss step learning rate batch token data "
-         "gradient epoch checkpoint training eval").split()
-
-
-def _sentence(rng: random.Random, lo: int, hi: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi))).capitalize() + "."
 
 
 def chat_rows(lines: int, seed: int = 7) -> list[str]:
