@@ -58,36 +58,12 @@ TAGS = [
 # ---------------------------------------------------------------------------
 
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    v &= 0xFFFFFFFFFFFFFFFF
-    while v >= 0x80:
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def _ld(fnum: int, payload: bytes) -> bytes:
-    return _varint(fnum << 3 | 2) + _varint(len(payload)) + payload
-
-
-def encode_tensor_scalar_event(tag: str, step: int, value: float, wall: float) -> bytes:
-    """The shape tensorboard.summary.Writer / Keras write: a float32 tensor scalar
-    with scalars-plugin metadata. Wire: 09 wall 10 step 2a{0a{0a tag 42{tensor} 4a{metadata}}}."""
-    tensor = b"\x08\x01" + _ld(2, b"") + _ld(5, struct.pack("<f", value))  # dtype=DT_FLOAT, shape=[], float_val
-    metadata = _ld(1, _ld(1, b"scalars")) + b"\x20\x01"  # plugin_data.plugin_name, data_class=SCALAR
-    val = _ld(1, tag.encode()) + _ld(8, tensor) + _ld(9, metadata)
-    head = b"\x09" + struct.pack("<d", wall) + (b"\x10" + _varint(step) if step else b"")
-    return head + _ld(5, _ld(1, val))
-
-
 def generate(path: Path, n_events: int, n_tags: int, style: str) -> int:
     """Write file_version + n_events scalar records; return the file size."""
     tags = (TAGS * (n_tags // len(TAGS) + 1))[:n_tags]
     if n_tags > len(TAGS):
         tags = [f"{t}/{i}" for i, t in enumerate(tags)]
-    encode = tfevents.encode_scalar_event if style == "simple" else encode_tensor_scalar_event
+    encode = tfevents.encode_scalar_event if style == "simple" else tfevents.encode_tensor_scalar_event
     frame = tfevents.frame_record
     wall0 = 1.7e9
     with open(path, "wb") as f:

@@ -188,13 +188,9 @@ def test_a_csv_that_is_not_utf8_fails_at_the_same_byte_however_it_is_cut(bom):
         assert str(pieces.value) == str(whole.value), cut
 
 
-def test_watch_fed_a_growing_csv_in_odd_pieces_says_what_the_whole_read_says(tmp_path):
-    """Appends cut inside CRLFs, UTF-8 characters and quoted fields: watch's verdict is
-    the CLI's over the same bytes."""
-    log = tmp_path / "metrics.csv"
-    rows = [f'{s},{2.0 / (1 + s / 50):.6f},"caf\u00e9\r\n{s}"\r\n' for s in range(1, 300)]
-    data = ("step,loss,comment\r\n" + "".join(rows)).encode("utf-8")
-    rng = random.Random(7)
+def _watched_in_pieces(log, data: bytes, rng: random.Random):
+    """`watch` polled after each of 80 appends of `data` to `log`: half of the cuts where
+    a reader is most easily wrong (inside a CRLF or a UTF-8 character), half at random."""
     cuts = sorted(rng.sample(hard_cuts(data), 40) + rng.sample(range(1, len(data)), 40))
     log.write_bytes(b"")
     w = Watch(log, Config(), WatchOptions(interval=0.0), out=io.StringIO(), err=io.StringIO())
@@ -204,7 +200,16 @@ def test_watch_fed_a_growing_csv_in_odd_pieces_says_what_the_whole_read_says(tmp
             fh.write(data[last:cut])
         last = cut
         w.poll_once()
-    watched = w.logs[str(log)]
+    return w.logs[str(log)]
+
+
+def test_watch_fed_a_growing_csv_in_odd_pieces_says_what_the_whole_read_says(tmp_path):
+    """Appends cut inside CRLFs, UTF-8 characters and quoted fields: watch's verdict is
+    the CLI's over the same bytes."""
+    log = tmp_path / "metrics.csv"
+    rows = [f'{s},{2.0 / (1 + s / 50):.6f},"caf\u00e9\r\n{s}"\r\n' for s in range(1, 300)]
+    data = ("step,loss,comment\r\n" + "".join(rows)).encode("utf-8")
+    watched = _watched_in_pieces(log, data, random.Random(7))
     assert watched.tailer.live.records == 299
     assert watched.report is not None
     assert report_json(watched.report) == report_json(judge_file(log, Config()))
@@ -216,17 +221,7 @@ def test_watch_fed_a_growing_jsonl_in_odd_pieces_says_what_the_whole_read_says(t
              for s in range(1, 300)]
     lines[40] = "not json\r\n"
     data = "".join(lines).encode("utf-8")
-    rng = random.Random(11)
-    cuts = sorted(rng.sample(hard_cuts(data), 40) + rng.sample(range(1, len(data)), 40))
-    log.write_bytes(b"")
-    w = Watch(log, Config(), WatchOptions(interval=0.0), out=io.StringIO(), err=io.StringIO())
-    last = 0
-    for cut in [*cuts, len(data)]:
-        with log.open("ab") as fh:
-            fh.write(data[last:cut])
-        last = cut
-        w.poll_once()
-    watched = w.logs[str(log)]
+    watched = _watched_in_pieces(log, data, random.Random(11))
     assert watched.tailer.live.records == 298
     assert watched.report is not None
     assert report_json(watched.report) == report_json(judge_file(log, Config()))

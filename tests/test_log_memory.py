@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import struct
 from array import array
 from pathlib import Path
 
@@ -24,27 +23,9 @@ from trainproof_lsp.readers.trainer_state import read_trainer_state
 
 # --- event files -----------------------------------------------------------------------
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def _ld(fnum: int, payload: bytes) -> bytes:
-    return _varint(fnum << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _tensor_scalar_event(tag: str, step: int, value: float, wall: float, *, metadata: bool) -> bytes:
-    """Event{wall, step, summary{value{tag, tensor{DT_FLOAT, float_val}, [metadata scalars]}}}."""
-    tensor = b"\x08\x01" + _ld(2, b"") + _ld(5, struct.pack("<f", value))
-    val = _ld(1, tag.encode()) + _ld(8, tensor)
-    if metadata:
-        val += _ld(9, _ld(1, _ld(1, b"scalars")))
-    head = b"\x09" + struct.pack("<d", wall) + (b"\x10" + _varint(step) if step else b"")
-    return head + _ld(5, _ld(1, val))
+def _tensor_scalar(tag: str, step: int, value: float, wall: float, *, metadata: bool) -> bytes:
+    """A tensor scalar whose metadata names the plugin only (no data_class)."""
+    return tfevents.encode_tensor_scalar_event(tag, step, value, wall, metadata=metadata, data_class=False)
 
 
 def _mixed_file(seed: int) -> bytes:
@@ -58,8 +39,8 @@ def _mixed_file(seed: int) -> bytes:
         out.append(frame_record(tfevents.encode_scalar_event("train/loss", step, 2.0 / step + rng.random(), wall)))
         if step % 3 == 0:
             out.append(frame_record(tfevents.encode_scalar_event("train/lr", step, 1e-3, wall)))
-        out.append(frame_record(_tensor_scalar_event("eval/loss", step, 1.0 / step, wall, metadata=step == 1)))
-        out.append(frame_record(_tensor_scalar_event("late", step, float(step), wall, metadata=step == 40)))
+        out.append(frame_record(_tensor_scalar("eval/loss", step, 1.0 / step, wall, metadata=step == 1)))
+        out.append(frame_record(_tensor_scalar("late", step, float(step), wall, metadata=step == 40)))
         if step == 77:
             out.append(frame_record(b"\x0a\xff"))  # a length running past the record: bad-proto
     blob = b"".join(out)

@@ -121,6 +121,7 @@ __all__ = [
     "crc_implementation",
     "encode_file_version_event",
     "encode_scalar_event",
+    "encode_tensor_scalar_event",
     "frame_record",
     "masked_crc32c",
     "read_event_file",
@@ -1072,6 +1073,19 @@ def encode_scalar_event(tag: str, step: int, value: float, wall_time: float) -> 
     """Serialise Event{wall_time, step, summary{value{tag, simple_value}}}."""
     val = _enc_len(1, tag.encode("utf-8")) if tag else b""
     val += b"\x15" + struct.pack("<f", value)
+    return _enc_header(wall_time, step) + _enc_len(5, _enc_len(1, val))
+
+
+def encode_tensor_scalar_event(tag: str, step: int, value: float, wall_time: float, *,
+                               metadata: bool = True, data_class: bool = True) -> bytes:
+    """Serialise the Event TF2 and tensorboard.summary writers make for a scalar:
+    summary{value{tag, tensor{DT_FLOAT, shape [], float_val}, metadata}}. The metadata
+    (plugin_data.plugin_name "scalars", and data_class SCALAR unless `data_class` is
+    False) is left out when `metadata` is False: writers put it on a tag's first record only."""
+    tensor = b"\x08\x01" + _enc_len(2, b"") + _enc_len(5, struct.pack("<f", value))
+    val = _enc_len(1, tag.encode("utf-8")) + _enc_len(8, tensor)
+    if metadata:
+        val += _enc_len(9, _enc_len(1, _enc_len(1, b"scalars")) + (b"\x20\x01" if data_class else b""))
     return _enc_header(wall_time, step) + _enc_len(5, _enc_len(1, val))
 
 
