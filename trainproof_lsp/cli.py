@@ -22,15 +22,10 @@ from typing import Callable, Mapping, Sequence, TypeAlias
 from . import TOOL_NAME, __version__
 from .core.config import Config, ConfigError, with_columns, with_vocab
 from .core.model import Level, Outcome, ReadError, Run, Verdict
-from .guardian.watch import Watch, WatchOptions
-from .judge import compare, engine, parallel
-from .judge.dask_preflight import preflight_dask
+from .judge import compare, engine
 from .judge.settings import discover, load_file
 from .output import render
-from .output.html import to_html
-from .readers.envcheck import EnvRequest
 from .rules import BY_ID, REGISTRY
-from .server import serve
 
 EXIT_OK, EXIT_FAIL, EXIT_NOT_CHECKED = 0, 1, 2
 
@@ -230,6 +225,8 @@ def _emit(outcome: Outcome, args: argparse.Namespace, runs: Mapping[str, Run] | 
     if getattr(args, "sarif", None):
         Path(args.sarif).write_text(render.to_sarif(outcome), encoding="utf-8")
     if getattr(args, "html", None):
+        from .output.html import to_html  # start-up: only --html needs the page's renderer
+
         Path(args.html).write_text(to_html(outcome, runs), encoding="utf-8")
     verbose = getattr(args, "verbose", False)
     sys.stdout.write(render.to_json(outcome) if args.json else render.to_text(outcome, verbose=verbose))
@@ -292,6 +289,8 @@ def _epoch(args: argparse.Namespace, config: Config) -> Judged:
 def _preflight_inputs(args: argparse.Namespace) -> None:
     if not args.datasets and args.tokenizer is None and args.eval is None:
         raise Refused("preflight needs a DATASET, --eval EVAL or --tokenizer DIR")
+    from .judge import parallel  # start-up: only preflight spreads work over processes
+
     args.datasets = parallel.expand_shards(args.datasets)  # folders and globs of shards
 
 
@@ -304,7 +303,11 @@ def _local_anchor(args: argparse.Namespace) -> Path:
 def _preflight(args: argparse.Namespace, config: Config) -> Judged:
     if args.max_len is not None and args.max_len < 1:
         raise Refused("--max-len must be at least 1")
+    from .judge import parallel  # start-up: only preflight spreads work over processes
+
     if args.dask is not None:
+        from .judge.dask_preflight import preflight_dask  # start-up: only --dask needs it
+
         return preflight_dask(args.datasets, config, address=args.dask, eval_path=args.eval,
                               tokenizer_dir=args.tokenizer, max_len=args.max_len, progress=parallel.Progress), None
     return parallel.run_preflight(args.datasets, config, eval_path=args.eval, tokenizer_dir=args.tokenizer,
@@ -316,6 +319,8 @@ def _env(args: argparse.Namespace, config: Config) -> Judged:
         config.limits_for(BY_ID["TP-ENV-IMPORT-TIMEOUT"]).timeout_s
     if timeout <= 0 or args.keep < 1:
         raise Refused("--timeout must be > 0 and --keep >= 1")
+    from .readers.envcheck import EnvRequest  # start-up: only env probes an interpreter
+
     entrypoint, from_cwd = _entrypoint_as_typed(args.entrypoint, args.cwd)
     request = EnvRequest(entrypoint=entrypoint, module=args.module, cwd=args.cwd, python=args.python,
                          timeout_s=timeout, run_entrypoint=args.run_entrypoint, required_gb=args.required_gb,
@@ -356,6 +361,8 @@ def _watch(args: argparse.Namespace) -> int:
         config = _config(args, args.target)
     except Refused as e:
         return _emit(Outcome(reports=(), error=str(e)), args)
+    from .guardian.watch import Watch, WatchOptions  # start-up: only watch tails logs
+
     options = WatchOptions(interval=args.interval, until_fail=args.until_fail,
                            stall_timeout=args.stall_timeout, json=args.json, confirm=args.confirm)
     outcome = Watch(args.target, config, options).run()
@@ -368,6 +375,8 @@ def _watch(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from .server import serve  # start-up: the server's modules load only to serve
+
     return serve()
 
 
