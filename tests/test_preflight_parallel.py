@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from trainproof_lsp.core.caps import DEFAULT_CAPS
 from trainproof_lsp.core.config import Config
 from trainproof_lsp.judge import parallel

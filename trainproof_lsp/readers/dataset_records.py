@@ -61,8 +61,6 @@ CHAT_ROLES = ("system", "user", "assistant", "tool", "function", "developer", "i
 SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant",
                   "assistant": "assistant", "tool": "tool", "function_call": "assistant",
                   "observation": "tool", "function": "tool"}
-# Roles that can sit between a user turn and the answer (tool calls and their results).
-_TOOLISH = frozenset({"tool", "function", "ipython"})
 
 
 # Which format a row is in, by the keys it has: the first entry with any of its keys

@@ -8,7 +8,7 @@ that came through a constant has the constant's assignment as related location.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from ..core.model import Hit, Level, Location, Related
 from ..readers.script import ConfigCall, ScriptFacts, Value

@@ -7,7 +7,7 @@ runtime expression makes the check say it could not judge.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
 from ..core.model import Hit, Level, Related
 from ..readers.script import ConfigCall, ScriptFacts, Value

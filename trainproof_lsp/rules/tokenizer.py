@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Iterator
 
 from ..core.model import Hit, Level, Location, Related, Span
 from ..readers.tokenizer import Sourced, TokenizerFiles
