@@ -3,6 +3,7 @@ checked against the reference path and the full scan."""
 
 from __future__ import annotations
 
+import io
 import json
 import random
 
@@ -208,3 +209,47 @@ def test_the_feed_asks_for_a_full_scan_when_an_edit_may_make_the_buffer_a_json_a
 def test_a_json_array_buffer_has_no_feed():
     scan, feed = DatasetFeed.start("buf.json", json.dumps([_row("text", 1), _row("text", 2)]))
     assert feed is None and scan.layout == "json-array" and scan.records == 2
+
+
+def _range_file(tmp_path, n: int = 400) -> tuple[object, bytes]:
+    rows = [json.dumps(_row(fmt, i)) for i in range(n) for fmt in ("text", "chat")]
+    rows[17] = rows[3]  # a duplicate inside the first range
+    rows[500] = '{"text": "cut short'
+    rows[640] = json.dumps({"text": "x" * 3000})  # over the 2 KiB row cap below
+    data = ("\r\n".join(rows) + "\r\n").encode()
+    path = tmp_path / "train.jsonl"
+    path.write_bytes(data)
+    return path, data
+
+
+def test_a_byte_range_of_a_file_scans_as_its_bytes_in_memory_do(tmp_path):
+    path, data = _range_file(tmp_path)
+    starts = [0] + [i + 1 for i in range(len(data)) if data[i:i + 1] == b"\n"][96::97]
+    for start, end in zip(starts, starts[1:] + [len(data)]):
+        streamed = ds.scan_dataset(path, start=start, end=end, max_row_bytes=2048)
+        held = ds.scan_dataset(path, data[start:end], max_row_bytes=2048)
+        assert streamed == held
+    first = ds.scan_dataset(path, start=0, end=starts[1], max_row_bytes=2048)
+    assert [(d.line, d.first) for d in first.duplicates] == [(17, 3)]
+    alone = ds.scan_dataset(path, start=0, end=starts[1], max_row_bytes=2048, duplicates=False)
+    assert alone.duplicates == () and alone.exact == first.exact and alone.problems == first.problems
+
+
+def test_a_byte_range_is_streamed_in_chunks_never_read_whole(tmp_path, monkeypatch):
+    import trainproof_lsp.readers.dataset_sources as sources
+
+    path, data = _range_file(tmp_path, 4000)  # ~300 KB: more than the head read first
+    reads: list[int] = []
+
+    class Counted(io.FileIO):
+        def read(self, n=-1):
+            block = super().read(n)
+            reads.append(len(block))
+            return block
+
+    monkeypatch.setattr(sources, "open", lambda p, mode, buffering: Counted(p, "rb"), raising=False)
+    start = data.index(b"\n", 1000) + 1
+    scan = ds.dataset_scan.scan_dataset(path, start=start, end=len(data), block_bytes=4096)
+    assert scan.size == len(data) - start and scan.lines == data[start:].count(b"\n")
+    # The head (the layout is judged from it) and then 4 KiB at a time, up to the range's end.
+    assert sum(reads) == len(data) - start and max(reads[1:]) == 4096

@@ -53,7 +53,8 @@ FIRST_PART_MIN = 1 << 20
 # Work is split into about this many ranges per worker, so that a slow range or a busy
 # core does not leave the other workers idle at the end.
 _PARTS_PER_JOB = 4
-# A range is at most this long: it is read into the worker's memory whole.
+# A range is at most this long (a range of a URL is read into the worker's memory whole;
+# a local file's is streamed).
 MAX_PART_BYTES = 64 << 20
 # Below this much data in all, files are scanned in this process: starting workers
 # (~0.1 s each, importing the reader) costs more than they would save.
@@ -162,23 +163,22 @@ class PartFailed:
 def scan_part(path: str, start: int, end: int, max_row_bytes: int, whole: bool) -> DatasetScan | PartFailed:
     """Scan one byte range of a file (in a worker). The file's own name is kept."""
     try:
-        if whole and "://" not in path:
-            scan = scan_dataset(path, max_row_bytes=max_row_bytes)
+        if "://" not in path:  # streamed from the file, range or whole (a range is never held in memory)
+            scan = scan_dataset(path, max_row_bytes=max_row_bytes, start=start, end=None if whole else end,
+                                duplicates=whole)
         else:
             with _open(path) as fh:
                 fh.seek(start)
                 data = fh.read(end - start)
-            scan = scan_dataset(path, data=data, max_row_bytes=max_row_bytes)
+            scan = scan_dataset(path, data=data, max_row_bytes=max_row_bytes, duplicates=whole)
     except ReadError as e:
         return PartFailed(reason=str(e), error=e)
     except OSError as e:
         return PartFailed(reason=f"{path}: cannot read ({e.strerror or e})")
     except (ValueError, RecursionError, MemoryError) as e:  # never a traceback, never a FAIL
         return PartFailed(reason=f"{path}: unreadable ({type(e).__name__}: {e})")
-    if whole:
-        return replace(scan, path=path)
-    # The duplicates within one range are found again over the whole file: not sent back.
-    return replace(scan, path=path, duplicates=(), near_duplicates=())
+    # (A range's duplicates are searched for over the whole file, in merge_parts.)
+    return replace(scan, path=path)
 
 
 # --- merging ----------------------------------------------------------------------------

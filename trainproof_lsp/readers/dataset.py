@@ -75,14 +75,18 @@ _Scanner = Scanner
 _OverCap = OverCap
 
 
-def scan_dataset(path: Path | str, data: bytes | None = None, *, max_row_bytes: int = 0) -> DatasetScan:
+def scan_dataset(path: Path | str, data: bytes | None = None, *, max_row_bytes: int = 0, start: int = 0,
+                 end: int | None = None, duplicates: bool = True) -> DatasetScan:
     """Stream a JSONL dataset (or read a JSON array of records) into a DatasetScan.
     `data`: the file's bytes, when they are in memory already (an editor buffer, or a
-    byte range of a big file cut at line boundaries). A row longer than `max_row_bytes`
-    (default: caps.py max_row_mb) is not read.
+    byte range fetched from remote storage). `start`/`end`: a byte range of the file, cut
+    at line boundaries, streamed and scanned as if it were the whole file. A row longer
+    than `max_row_bytes` (default: caps.py max_row_mb) is not read. Without `duplicates`
+    the duplicate search is left to the caller (who merges ranges' hashes first).
 
     Raises ReadError (one line) when the file cannot be read at all."""
-    return dataset_scan.scan_dataset(path, data, max_row_bytes=max_row_bytes, block_bytes=CHUNK_BYTES)
+    return dataset_scan.scan_dataset(path, data, max_row_bytes=max_row_bytes, block_bytes=CHUNK_BYTES,
+                                     start=start, end=end, duplicates=duplicates)
 
 
 def _chunks(fh: BinaryIO, first: bytes, max_row: int = 0) -> Iterator[bytes]:

@@ -41,16 +41,20 @@ def opens_array(head: bytes) -> bool:
 
 
 def scan_dataset(path: Path | str, data: bytes | None = None, *, max_row_bytes: int = 0,
-                 block_bytes: int = CHUNK_BYTES) -> DatasetScan:
+                 block_bytes: int = CHUNK_BYTES, start: int = 0, end: int | None = None,
+                 duplicates: bool = True) -> DatasetScan:
     """Stream a JSONL dataset (or read a JSON array of records) into a DatasetScan.
     A row longer than `max_row_bytes` (default: caps.py max_row_mb) is not read;
-    `block_bytes` is the size of the chunks it is read and decoded in.
+    `block_bytes` is the size of the chunks it is read and decoded in. `start`/`end`: only
+    that byte range of the file, cut at line boundaries, scanned as if it were the file.
+    Without `duplicates` the duplicate search is left to the caller (the scan's hashes
+    hold what it needs).
 
     Raises ReadError (one line) when the file cannot be read at all."""
     path = Path(path)
     name = str(path)
     try:
-        with Source(path, data, max_row_bytes, block_bytes=block_bytes) as src:
+        with Source(path, data, max_row_bytes, block_bytes=block_bytes, start=start, end=end) as src:
             head = src.head(HEAD_BYTES)
             bom = head.startswith(BOM)
             skip = len(BOM) if bom else 0
@@ -63,15 +67,16 @@ def scan_dataset(path: Path | str, data: bytes | None = None, *, max_row_bytes: 
                 # A .jsonl file whose first row happens to be an array is JSONL with a
                 # bad first line, not a JSON array: read it line by line.
                 if not jsonl or _is_json_array(data[skip:]):
-                    return _scan_json_array(name, data, skip, bom, crlf)
+                    return _scan_json_array(name, data, skip, bom, crlf, duplicates)
                 with Source(path, data, block_bytes=block_bytes) as mem:
-                    return _scan_jsonl(name, mem, mem.head(HEAD_BYTES), skip, bom, crlf)
-            return _scan_jsonl(name, src, head, skip, bom, crlf)
+                    return _scan_jsonl(name, mem, mem.head(HEAD_BYTES), skip, bom, crlf, duplicates)
+            return _scan_jsonl(name, src, head, skip, bom, crlf, duplicates)
     except OSError as e:
         raise ReadError(f"{name}: cannot read ({e.strerror or e})") from None
 
 
-def _scan_jsonl(name: str, src: Source, head: bytes, skip: int, bom: bool, crlf: bool) -> DatasetScan:
+def _scan_jsonl(name: str, src: Source, head: bytes, skip: int, bom: bool, crlf: bool, duplicates: bool
+                ) -> DatasetScan:
     sc = Scanner(name)
     base = 0
     size = skip
@@ -92,7 +97,7 @@ def _scan_jsonl(name: str, src: Source, head: bytes, skip: int, bom: bool, crlf:
     finally:
         if enabled:
             gc.enable()
-    return _finish(sc, name, "jsonl", size, base, bom, crlf)
+    return _finish(sc, name, "jsonl", size, base, bom, crlf, duplicates)
 
 
 def _is_json_array(data: bytes) -> bool:
@@ -103,7 +108,7 @@ def _is_json_array(data: bytes) -> bool:
     return True
 
 
-def _scan_json_array(name: str, data: bytes, skip: int, bom: bool, crlf: bool) -> DatasetScan:
+def _scan_json_array(name: str, data: bytes, skip: int, bom: bool, crlf: bool, duplicates: bool) -> DatasetScan:
     """A pretty-printed (or compact) JSON array of records: each element is checked by
     the reference path and located at its first line."""
     sc = Scanner(name)
@@ -117,7 +122,7 @@ def _scan_json_array(name: str, data: bytes, skip: int, bom: bool, crlf: bool) -
         ln, col = index.position(min(at, len(data)))
         sc.problems.append(_problem(ln, MALFORMED, f"invalid JSON array at line {ln + 1}, column {col + 1}: "
                                                    f"{str(e).split(' (byte')[0]}", col, col + 1, column=col + 1))
-        return _finish(sc, name, "json-array", len(data), lines, bom, crlf, zero_hashes=lines)
+        return _finish(sc, name, "json-array", len(data), lines, bom, crlf, duplicates, zero_hashes=lines)
     open_pos = data.find(b"[", skip)
     ranges = element_ranges(data, open_pos, len(elements))
     sc.exact = array("Q", bytes(8 * lines))
@@ -141,15 +146,15 @@ def _scan_json_array(name: str, data: bytes, skip: int, bom: bool, crlf: bool) -
         if f.exact:
             sc.exact[span.start_line] = f.exact
             sc.near[span.start_line] = f.near
-    return _finish(sc, name, "json-array", len(data), lines, bom, crlf)
+    return _finish(sc, name, "json-array", len(data), lines, bom, crlf, duplicates)
 
 
 def _finish(sc: Scanner, name: str, layout: str, size: int, lines: int, bom: bool, crlf: bool,
-            zero_hashes: int = 0) -> DatasetScan:
+            duplicates: bool, zero_hashes: int = 0) -> DatasetScan:
     if zero_hashes:
         sc.exact = array("Q", bytes(8 * zero_hashes))
         sc.near = array("Q", bytes(8 * zero_hashes))
-    dups, near = find_duplicates(sc.exact, sc.near)
+    dups, near = find_duplicates(sc.exact, sc.near) if duplicates else ((), ())
     formats = tuple(sorted(((f, n, sc.format_first[f]) for f, n in sc.format_rows.items()),
                            key=lambda t: (-t[1], t[2])))
     return DatasetScan(path=name, layout=layout, size=size, lines=lines, records=sc.records,

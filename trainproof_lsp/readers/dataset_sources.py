@@ -10,7 +10,7 @@ import sys
 from io import BytesIO
 from operator import methodcaller
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator, Protocol
 
 import msgspec
 
@@ -45,7 +45,13 @@ def over_cap(size: int) -> OverCap:
     return marker
 
 
-def file_chunks(fh: BinaryIO, first: bytes, max_row: int = 0, *, block_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+class Reads(Protocol):
+    """What the chunker reads from: an open file, or a byte range of one."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
+def file_chunks(fh: Reads, first: bytes, max_row: int = 0, *, block_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
     """Whole-line chunks: each ends with a newline except possibly the last. A line
     longer than `max_row` bytes is not kept: it is streamed past and yielded as one
     OverCap (parts of a long line are collected in a list, never re-concatenated)."""
@@ -121,28 +127,51 @@ def memory_chunks(data: bytes, start: int, max_row: int = 0, *, block_bytes: int
         pos = end
 
 
-class Source:
-    """A file or an in-memory buffer, read from the start in whole-line chunks of about
-    `block_bytes`."""
+class _Range:
+    """The bytes [start, end) of an open file, read like a file of their own."""
 
-    def __init__(self, path: Path, data: bytes | None, max_row: int = 0, *, block_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(self, fh: BinaryIO, start: int, end: int) -> None:
+        fh.seek(start)
+        self.fh, self.left = fh, max(0, end - start)
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        block = self.fh.read(n) if n else b""
+        self.left -= len(block)
+        return block
+
+
+class Source:
+    """A file, a byte range of one ([start, end), cut at line boundaries), or an in-memory
+    buffer, read from its start in whole-line chunks of about `block_bytes`. A range is
+    streamed like a whole file, never read into memory at once."""
+
+    def __init__(self, path: Path, data: bytes | None, max_row: int = 0, *, block_bytes: int = CHUNK_BYTES,
+                 start: int = 0, end: int | None = None) -> None:
         self.path, self.data = path, data
         self.fh: BinaryIO | None = None
+        self.reader: Reads | None = None
+        self.length: int | None = None  # a range's
         self.max_row = max_row
         self.block_bytes = block_bytes
+        self.start, self.end = start, end
 
     def __enter__(self) -> Source:
         if self.data is None:
-            self.fh = open(self.path, "rb", buffering=0)
+            self.fh = self.reader = open(self.path, "rb", buffering=0)
+            if self.start or self.end is not None:
+                end = self.end if self.end is not None else os.fstat(self.fh.fileno()).st_size
+                self.reader = _Range(self.fh, self.start, end)
+                self.length = max(0, end - self.start)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.fh is not None:
             self.fh.close()
 
-    def _file(self) -> BinaryIO:
-        assert self.fh is not None, "a file source is read inside its `with`"
-        return self.fh
+    def _file(self) -> Reads:
+        assert self.reader is not None, "a file source is read inside its `with`"
+        return self.reader
 
     def head(self, n: int) -> bytes:
         return self.data[:n] if self.data is not None else self._file().read(n)
@@ -158,7 +187,10 @@ class Source:
         return file_chunks(self._file(), head[skip:], self.max_row, block_bytes=self.block_bytes)
 
     def size(self) -> int:
-        return len(self.data) if self.data is not None else os.fstat(self._file().fileno()).st_size
+        if self.data is not None:
+            return len(self.data)
+        assert self.fh is not None, "a file source is read inside its `with`"
+        return self.length if self.length is not None else os.fstat(self.fh.fileno()).st_size
 
 
 def newline_counter(size: int) -> Callable[[bytes], int]:
