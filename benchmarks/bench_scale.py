@@ -76,13 +76,16 @@ def dataset_generate(folder: Path, sizes: tuple[int, ...]) -> dict[int, Path]:
     return files
 
 
-def dataset_child(contender: str, path: str, jobs: str, out: str) -> None:
-    """In a child process: one run, one JSON line on stdout (seconds, peak RSS)."""
+def dataset_child(contender: str, path: str, jobs: str, out: str, cores: str) -> None:
+    """In a child process: one run, one JSON line on stdout (seconds, peak RSS). `cores`:
+    "one" pins the process to one core (the size table), "all" leaves it the cores it has
+    (--jobs 1 against --jobs 2: a single process may then move to whichever core is free,
+    as a user's would)."""
     import resource
 
     cpus = sorted(os.sched_getaffinity(0))
-    if contender != "trainproof-lsp" or jobs == "1":
-        os.sched_setaffinity(0, {cpus[-1]})  # one core
+    if cores == "one":
+        os.sched_setaffinity(0, {cpus[-1]})
     # Imports happen before the clock starts, for every contender.
     if contender == "trainproof-lsp":
         sys.path.insert(0, str(ROOT))
@@ -135,8 +138,9 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def dataset_run(contender: str, path: Path, jobs: int, out: Path) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--dataset-child", contender, str(path), str(jobs), str(out)],
+def dataset_run(contender: str, path: Path, jobs: int, out: Path, cores: str = "one") -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--dataset-child", contender, str(path), str(jobs), str(out),
+                           cores],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()
@@ -256,7 +260,7 @@ def jobs_main(args: argparse.Namespace) -> int:
         by_jobs: dict[int, list[dict]] = {1: [], 2: []}
         ratios: list[float] = []
         for _ in range(args.pairs):
-            pair = {j: dataset_run("trainproof-lsp", path, j, tmp / f"jobs{j}.json") for j in (1, 2)}
+            pair = {j: dataset_run("trainproof-lsp", path, j, tmp / f"jobs{j}.json", "all") for j in (1, 2)}
             for j, r in pair.items():
                 by_jobs[j].append(r)
             if "seconds" in pair[1] and "seconds" in pair[2]:
@@ -325,7 +329,7 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=5, help="--jobs 1 / --jobs 2 pairs of runs (part `jobs`)")
     ap.add_argument("--data-dir", metavar="DIR",
                     help="keep the generated datasets in DIR and reuse them next time (default: a temporary folder)")
-    ap.add_argument("--dataset-child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--dataset-child", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--dataset-generate", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.dataset_child:
