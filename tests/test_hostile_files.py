@@ -179,6 +179,86 @@ def test_caps_are_settings(tmp_path, cwd):
     assert code == 2 and "caps.max_log_entries must be a whole number >= 1" in data["error"]
 
 
+def _event_file(path: Path, points: int) -> None:
+    from trainproof_lsp.readers import tfevents
+
+    with path.open("wb") as fh:
+        fh.write(tfevents.frame_record(tfevents.encode_file_version_event(1000.0)))
+        for step in range(1, points + 1):
+            fh.write(tfevents.frame_record(tfevents.encode_scalar_event("loss", step, 2.0 / step, 1000.0 + step)))
+
+
+def test_event_files_over_their_byte_cap_are_not_read(tmp_path, cwd):
+    run = tmp_path / "run"
+    run.mkdir()
+    small = run / "events.out.tfevents.1.host"
+    _event_file(small, 30)
+    big = run / "events.out.tfevents.2.host"
+    with big.open("wb") as fh:
+        fh.truncate(5 * GIB)  # sparse: 5 GiB on paper
+    def reason(size: int) -> str:
+        return (f"event files of {size} bytes ({size / MIB:.1f} MiB), over the cap of 4096 MiB for one run's "
+                "event files (max_events_mb): not read")
+
+    code, data, _ = run_limited("doctor", big, cwd=cwd)  # named on its own
+    assert code == 2 and data["worst_verdict"] == "NOT-CHECKED" and data["reports"] == []
+    assert data["not_judged"] == [{"path": str(big), "reason": reason(5 * GIB)}]
+    code, data, _ = run_limited("doctor", run, cwd=cwd)  # the folder: one run, both files
+    assert code == 2 and data["reports"] == []
+    size = 5 * GIB + small.stat().st_size
+    assert data["not_judged"] == [{"path": str(small), "reason": reason(size)}, {"path": str(big), "reason": reason(size)}]
+
+
+def test_event_files_over_their_point_cap_stop_as_they_stream(tmp_path, cwd):
+    run = tmp_path / "run"
+    run.mkdir()
+    _event_file(run / "events.out.tfevents.1.host", 3000)
+    config = tmp_path / "caps.toml"
+    config.write_text("[tool.trainproof.caps]\nmax_events = 2999\n")
+    code, data, _ = run_limited("doctor", run / "events.out.tfevents.1.host", "--config", config, cwd=cwd)
+    assert code == 2 and data["worst_verdict"] == "NOT-CHECKED" and data["reports"] == []
+    (skipped,) = data["not_judged"]
+    assert skipped["path"] == str(run / "events.out.tfevents.1.host")
+    # (counted after each 4 MiB piece: this file is one piece)
+    size = (run / "events.out.tfevents.1.host").stat().st_size
+    assert skipped["reason"] == (f"more than 2999 scalar points in the run's event files (3000 by byte {size} of "
+                                 "this file), over the cap for one run (max_events): not read")
+    config.write_text("[tool.trainproof.caps]\nmax_events = 3000\n")
+    code, data, _ = run_limited("doctor", run / "events.out.tfevents.1.host", "--config", config, cwd=cwd)
+    assert code == 0 and data["reports"][0]["verdict"] == "PASS"
+
+
+def _mlflow_run(tmp_path: Path) -> Path:
+    run = tmp_path / "mlruns" / "0" / "abc"
+    (run / "metrics").mkdir(parents=True)
+    (run / "meta.yaml").write_text("run_id: abc\n")
+    (run / "metrics" / "loss").write_text("".join(f"1700000000000 {2.0 - 0.05 * i:.2f} {i + 1}\n" for i in range(30)))
+    return run
+
+
+def test_an_mlflow_run_over_the_log_caps_is_not_read(tmp_path, cwd):
+    run = _mlflow_run(tmp_path)
+    lr = run / "metrics" / "learning_rate"
+    with lr.open("wb") as fh:
+        fh.write(b"1700000000000 0.001 1\n")
+        fh.truncate(GIB)  # sparse
+    size = GIB + (run / "metrics" / "loss").stat().st_size
+    code, data, _ = run_limited("doctor", run, cwd=cwd)
+    assert code == 2
+    assert data["reports"][0]["reason"] == (f"{run}: metric files of {size} bytes ({size / MIB:.1f} MiB), over the "
+                                            "cap of 512 MiB for a log (max_log_mb): not read")
+    lr.unlink()
+    config = tmp_path / "caps.toml"
+    config.write_text("[tool.trainproof.caps]\nmax_log_entries = 29\n")
+    code, data, _ = run_limited("doctor", run, "--config", config, cwd=cwd)
+    assert code == 2
+    assert data["reports"][0]["reason"] == (f"{run}: more than 29 lines in its metric files, over the cap "
+                                            "(max_log_entries): not parsed")
+    config.write_text("[tool.trainproof.caps]\nmax_log_entries = 30\n")
+    code, data, _ = run_limited("doctor", run, "--config", config, cwd=cwd)
+    assert code == 0 and data["reports"][0]["verdict"] == "PASS"
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_long_rows_are_streamed_past_line_by_line(monkeypatch, seed):
     """The streaming split against a plain split, with tiny reads and a tiny cap: every
@@ -226,3 +306,20 @@ def test_long_rows_are_streamed_past_line_by_line(monkeypatch, seed):
                     parts.pop()
                 got2.extend(parts)
             assert got2 == want, ("head", cut, read_size, cap, lines)
+
+
+def test_every_cap_is_an_editor_setting_and_in_the_security_docs():
+    """One table of caps (core/caps.py): the editor's settings, their ranges and the
+    documented table follow it."""
+    import dataclasses
+
+    from conftest import REPO
+    from trainproof_lsp.core.caps import DEFAULT_CAPS, Caps
+    from trainproof_lsp.server import settings
+
+    caps = [f.name for f in dataclasses.fields(Caps)]
+    fields = {f.name for f in dataclasses.fields(settings.Settings)}
+    assert [c for c in caps if c not in fields or c not in settings._RANGES] == []
+    doc = (REPO / "docs" / "security.md").read_text()
+    for c in caps:
+        assert f"| `{c}` | `trainproof.{settings._SNAKE_TO_CAMEL[c]}` | {getattr(DEFAULT_CAPS, c):,} |" in doc, c

@@ -49,6 +49,15 @@ class Caps:
     # Tensors listed in one checkpoint file. A shard of the largest public models holds a
     # few thousand; 100k tensors are scanned in about 2 s.
     max_tensors: int = 100_000
+    # Scalar points read from one run's TensorBoard event files. They stream into typed
+    # columns at ~55 bytes a point (3M points: 203 MiB peak, benchmarks/bench_scale.py), so
+    # 12M points stay near 700 MiB; a run logging 10 scalars at every one of 1M steps
+    # holds 10M.
+    max_events: int = 12_000_000
+    # Bytes of one run's event files, in all. Images and histograms make them big while
+    # their scalars stay few; records the reader does not decode are passed over at
+    # ~1.3 GiB/s with their CRCs checked (google-crc32c), so 4 GiB is ~3 s of CPU.
+    max_events_mb: int = 4096
 
 
 DEFAULT_CAPS = Caps()

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, TypeVar
 
-from ..core.caps import not_regular
+from ..core.caps import DEFAULT_CAPS, not_regular
 from ..core.config import Config
 from ..core.formats import checkpoint_step, is_candidate, is_skipped_folder, run_root
 from ..core.model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
@@ -331,7 +331,7 @@ def judge_event_files(paths: list[Path], config: Config) -> Report:
     """One run's event files (shards, Keras splits) judged as one run."""
     name = str(paths[0])
     try:
-        run, scans = read_event_files(paths, verify_crc=True, columns=config.columns)
+        run, scans = read_event_files(paths, verify_crc=True, columns=config.columns, caps=config.caps)
     except ReadError as e:
         return not_checked(name, "metrics", "tfevents", str(e), e)
     except OSError as e:
@@ -502,7 +502,7 @@ def _read_text_run(path: Path, detected: Detected, config: Config | None = None)
     columns = config.columns if config is not None else None
     try:
         if detected.format == "mlflow":
-            return read_mlflow_run(path, columns=columns)
+            return read_mlflow_run(path, columns=columns, caps=config.caps if config is not None else DEFAULT_CAPS)
         return read_run(path, detected, config=config)
     except ReadError as e:
         return not_checked(str(path), "metrics", detected.format, str(e), e)
@@ -566,7 +566,8 @@ def _judge_metric_files(files: list[tuple[Path, Detected]], config: Config, not_
         extra: list[Finding] = []
         if events:
             try:
-                event_run, scans = read_event_files(events, verify_crc=True, columns=config.columns)
+                event_run, scans = read_event_files(events, verify_crc=True, columns=config.columns,
+                                                    caps=config.caps)
                 extra = event_file_findings(scans)
                 for p, scan in zip(events, scans):
                     if not scan.scalars and str(p) not in event_run.sources:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from ..core.caps import DEFAULT_CAPS, MIB, Caps, mib
 from ..core.model import ReadError, RecordSpans, Run, RunMeta, Series
 from .common import NotText, TextUpToNewline, feed_all, to_float, to_step
 from .metrics import map_columns, no_loss_error
@@ -66,7 +67,12 @@ def is_mlflow_run(folder: Path) -> bool:
     return (folder / "meta.yaml").is_file() and (folder / "metrics").is_dir()
 
 
-def read_mlflow_run(folder: str | Path, *, columns: Mapping[str, str] | None = None) -> Run:
+def read_mlflow_run(folder: str | Path, *, columns: Mapping[str, str] | None = None,
+                    caps: Caps = DEFAULT_CAPS) -> Run:
+    """One MLflow run from its metric files (file store). The files mapped to series are
+    read whole: over `caps.max_log_mb` bytes in all (checked before a byte is read) or
+    `caps.max_log_entries` lines in all (counted before they are parsed), ReadError with
+    the size and the cap."""
     root = Path(folder)
     metrics = root / "metrics"
     files = sorted(p for p in metrics.rglob("*") if p.is_file())
@@ -76,6 +82,14 @@ def read_mlflow_run(folder: str | Path, *, columns: Mapping[str, str] | None = N
     chosen, _ = map_columns(keys, columns)
     if "loss" not in chosen and "eval_loss" not in chosen:
         raise no_loss_error(str(root), keys, "metric")
+    try:
+        size = sum(keys[key].stat().st_size for key in chosen.values())
+    except OSError as e:
+        raise ReadError(f"{root}: cannot read ({e.strerror or e})") from None
+    if size > caps.max_log_mb * MIB:
+        raise ReadError(f"{root}: metric files of {size} bytes ({mib(size)}), over the cap of {caps.max_log_mb} MiB "
+                        "for a log (max_log_mb): not read")
+    lines = 0
     sources: list[str] = []
     starts: list[int] = []
     widths: list[int] = []
@@ -93,6 +107,10 @@ def read_mlflow_run(folder: str | Path, *, columns: Mapping[str, str] | None = N
             data = path.read_bytes()
         except OSError as e:
             raise ReadError(f"{path}: cannot read ({e})") from None
+        lines += data.count(b"\n")
+        if lines > caps.max_log_entries:
+            raise ReadError(f"{root}: more than {caps.max_log_entries} lines in its metric files, over the cap "
+                            "(max_log_entries): not parsed")
         for point in (p for batch in feed_all(MetricFileFeed(str(path)), data) for p in batch):
             record = len(starts)
             starts.append(point.line)

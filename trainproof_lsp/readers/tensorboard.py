@@ -29,9 +29,10 @@ from operator import le, lt
 from pathlib import Path
 from typing import Mapping
 
+from ..core.caps import DEFAULT_CAPS, MIB, Caps, mib
 from ..core.columns import Floats, Ints
 from ..core.model import ReadError, RecordSpans, Run, RunMeta, Series
-from .tfevents import EventFileScan, read_event_file
+from .tfevents import EventFileScan, TooManyPoints, read_event_file
 from . import adjacent
 from .metrics import map_columns, no_loss_error, normalise_name
 
@@ -103,10 +104,26 @@ def _in_order(steps: Ints, walls: Floats) -> bool:
     return all(map(le, pairs, islice(pairs, 1, None)))
 
 
-def read_event_files(paths: list[Path], *, verify_crc: bool = True,
-                     columns: Mapping[str, str] | None = None) -> tuple[Run, list[EventFileScan]]:
-    """One run from the event files of one run folder (shards, Keras splits)."""
-    scans = [read_event_file(p, verify_crc=verify_crc) for p in paths]
+def read_event_files(paths: list[Path], *, verify_crc: bool = True, columns: Mapping[str, str] | None = None,
+                     caps: Caps = DEFAULT_CAPS) -> tuple[Run, list[EventFileScan]]:
+    """One run from the event files of one run folder (shards, Keras splits). Over
+    `caps.max_events_mb` bytes in all (checked before a byte is read) or
+    `caps.max_events` scalar points: ReadError, with the size and the cap."""
+    where = paths[0].parent if len(paths) > 1 else paths[0]
+    size = sum(p.stat().st_size for p in paths)
+    if size > caps.max_events_mb * MIB:
+        raise ReadError(f"{where}: event files of {size} bytes ({mib(size)}), over the cap of "
+                        f"{caps.max_events_mb} MiB for one run's event files (max_events_mb): not read")
+    scans: list[EventFileScan] = []
+    held = 0
+    for p in paths:
+        try:
+            scans.append(read_event_file(p, verify_crc=verify_crc, max_points=caps.max_events - held))
+        except TooManyPoints as e:
+            raise ReadError(f"{p}: more than {caps.max_events} scalar points in the run's event files "
+                            f"({held + e.points} by byte {e.offset} of this file), over the cap for one run "
+                            "(max_events): not read") from None
+        held += sum(len(s.steps) for s in scans[-1].scalars.values())
     usable = [(p, s) for p, s in zip(paths, scans) if s.scalars]
     if not usable:
         first = scans[0].problems[0].message if scans and scans[0].problems else "no scalar summaries"

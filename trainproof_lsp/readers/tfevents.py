@@ -728,6 +728,10 @@ class EventReader:
         app[3](offset)
         return app
 
+    def points(self) -> int:
+        """Scalar points held in the columns now."""
+        return sum(len(c[0]) for c in self.cols.values())
+
     def take_points(self) -> list[EventPoint]:
         """The points read since the last call, in file order, emptied from the columns
         (a tailer keeps its own series and wants each point once; the tags, templates and
@@ -1022,9 +1026,19 @@ def scan_event_bytes(data: bytes, *, path: str = "<bytes>", verify_crc: bool = F
     return reader.finish()
 
 
-def read_event_file(path: str | os.PathLike[str], *, verify_crc: bool = False) -> EventFileScan:
+class TooManyPoints(Exception):
+    """An event file holds more scalar points than the reader was allowed to keep."""
+
+    def __init__(self, points: int, offset: int) -> None:
+        super().__init__(points, offset)
+        self.points, self.offset = points, offset
+
+
+def read_event_file(path: str | os.PathLike[str], *, verify_crc: bool = False,
+                    max_points: int | None = None) -> EventFileScan:
     """Read one TensorBoard event file, streamed in CHUNK_BYTES pieces (memory: the
-    points' columns, not the file). Only OSError propagates.
+    points' columns, not the file). Only OSError and, past `max_points` scalar points
+    (counted after each piece), TooManyPoints propagate.
 
     verify_crc=True checks every record's data CRC (C speed with google-crc32c or
     crc32c installed; ``crc_impl`` says which); length CRCs are always checked.
@@ -1037,6 +1051,8 @@ def read_event_file(path: str | os.PathLike[str], *, verify_crc: bool = False) -
             if not chunk:
                 break
             reader.feed(chunk)
+            if max_points is not None and (held := reader.points()) > max_points:
+                raise TooManyPoints(held, reader.end_offset)
     return reader.finish()
 
 

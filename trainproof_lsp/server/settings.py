@@ -55,6 +55,8 @@ class Settings:
     max_pickle_ops: int | None = None  # opcodes walked in that pickle
     max_inflate_mb: int | None = None  # a ZIP member, inflated
     max_tensors: int | None = None  # tensors listed from one checkpoint
+    max_events: int | None = None  # scalar points read from one run's event files
+    max_events_mb: int | None = None  # one run's event files, in all
 
 
 def _camel(name: str) -> str:
@@ -72,7 +74,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "env_timeout_s": (1, 3600),
     "vocab_size": (2, 1 << 40),
     **{cap: (1, 1 << 40) for cap in ("max_log_mb", "max_log_entries", "max_row_mb", "max_pickle_mb",
-                                     "max_pickle_ops", "max_inflate_mb", "max_tensors")},
+                                     "max_pickle_ops", "max_inflate_mb", "max_tensors", "max_events",
+                                     "max_events_mb")},
 }
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
