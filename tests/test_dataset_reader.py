@@ -154,6 +154,9 @@ _COMPENSATING = {
     "two blank lines, three objects": {3: "", 4: "", 12: "{11} {11} {11}"},
     "two objects with a comma between": {12: "{11}, {11}"},
     "two objects with a comma between, a blank line": {5: "", 12: "{11},{11}"},
+    # (the array's rows then run one ahead of the lines: its "row 9" is line 8)
+    "two objects with a comma between, then a line that is not an object": {3: "{11},{11}", 8: "[1]"},
+    "a line cut short, then one with NaN": {4: '{"text": "cut', 9: '{"text": NaN}'},
 }
 
 
