@@ -2,7 +2,8 @@
 typed Structs built for the keys the file uses (roles are a Literal, content a
 non-empty string, unknown keys rejected).
 
-A fault stops the decoder, which names the line: that line goes through the reference
+A chunk is decoded as one JSON array with an element a line (`as_array`), so a
+fault stops the decoder, which names the line: that line goes through the reference
 path (`scan_line`, dataset_records.py) and typed decoding resumes right after it, so a
 broken line costs its own reference check plus the re-decoding of the lines before it
 in its chunk, nothing more. Runs of text and chat rows are then checked and hashed a
