@@ -150,8 +150,10 @@ _COMPENSATING = {
     "blank line": {5: "", 12: "{11}{11}"},
     "spaces only": {5: "   ", 12: "{11} {11}"},
     "object over two lines": {5: '{"text":', 6: '"split"}', 12: "{11}\t{11}"},
-    "object over two lines, braces at the ends": {5: '{"text": "a", "meta": {"k": 1}', 6: '}', 12: "{11}{11}"},
+    "object over two lines, braces at the ends": {5: '{"text": "a", "id": {"k": 1}', 6: '}', 12: "{11}{11}"},
     "two blank lines, three objects": {3: "", 4: "", 12: "{11} {11} {11}"},
+    # (rows then match the lines that are not blank: the braces around lines tell)
+    "a blank line, an object over two lines, two objects": {3: "", 5: '{"text":', 6: '"x"}', 12: "{11}{11}"},
     "two objects with a comma between": {12: "{11}, {11}"},
     "two objects with a comma between, a blank line": {5: "", 12: "{11},{11}"},
     # (the array's rows then run one ahead of the lines: its "row 9" is line 8)
@@ -163,7 +165,7 @@ _COMPENSATING = {
 @pytest.mark.parametrize("crlf", [False, True], ids=["lf", "crlf"])
 @pytest.mark.parametrize("case", sorted(_COMPENSATING))
 def test_lines_that_leave_as_many_rows_as_lines_keep_their_lines(case, crlf, monkeypatch):
-    rows = [json.dumps(_row("text", i)) for i in range(20)]
+    rows = [json.dumps({**_row("text", i), "id": i}) for i in range(20)]  # (an "id" may hold an object)
     for line, text in _COMPENSATING[case].items():
         rows[line] = text.replace("{11}", rows[11])
     data = (("\r\n" if crlf else "\n").join(rows) + "\n").encode()
