@@ -60,6 +60,19 @@ def _file(formats: list[str], n: int, seed: int, block: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def _chunks_decoded(monkeypatch) -> list[int]:
+    """The lengths of the pieces the fast path is given, in order, from now on."""
+    seen: list[int] = []
+    orig = ds._Scanner.fast
+
+    def spy(self, base, chunk, lines=None):
+        seen.append(len(chunk))
+        return orig(self, base, chunk, lines)
+
+    monkeypatch.setattr(ds._Scanner, "fast", spy)
+    return seen
+
+
 def _facts(scan: ds.DatasetScan) -> dict:
     # (a feed keeps one hash slot per editor line: the "" after a final newline too)
     return {"problems": [(p.line, p.kind, p.start, p.end, p.evidence, p.message) for p in scan.problems],
@@ -91,13 +104,7 @@ def test_a_broken_line_costs_its_own_check_and_the_lines_before_it_once_more(mon
     rows[broken] = rows[broken][:-5]
     data = ("\n".join(rows) + "\n").encode()
     monkeypatch.setattr(ds, "CHUNK_BYTES", len(data) + 1)  # one chunk
-    seen: list[int] = []
-    orig = ds._Scanner.fast
-
-    def spy(self, base, chunk, lines=None):
-        seen.append(len(chunk))
-        return orig(self, base, chunk, lines)
-    monkeypatch.setattr(ds._Scanner, "fast", spy)
+    seen = _chunks_decoded(monkeypatch)
     scan = ds.scan_dataset("mem.jsonl", data)
     before = sum(len(r) + 1 for r in rows[:broken])
     after = len(data) - before - len(rows[broken]) - 1
@@ -108,9 +115,9 @@ def test_a_broken_line_costs_its_own_check_and_the_lines_before_it_once_more(mon
 
 @pytest.mark.parametrize("odd", ["", "   ", '{"text": "one"} {"text": "two"}', '{"text": "a"}[1]'])
 def test_a_blank_line_or_two_values_on_a_line_are_the_only_lines_read_by_the_reference_path(odd, monkeypatch):
-    """The decoder passes over blank lines and reads two values on one line without
-    naming the line: its rows are placed around blank lines (one decode), and a line with
-    two values is found by halving the chunk; only that line goes the reference way."""
+    """Blank lines leave the chunk to the stream decoder, which passes over them: its rows
+    are placed around blank lines (one decode more). A line with two values is named by
+    the array decoder's error. Only that line goes the reference way."""
     from trainproof_lsp.readers import dataset_fast
 
     rows = [json.dumps(_row("alpaca", i)) for i in range(1200)]
@@ -118,18 +125,13 @@ def test_a_blank_line_or_two_values_on_a_line_are_the_only_lines_read_by_the_ref
     rows[odd_line] = odd
     data = ("\n".join(rows) + "\n").encode()
     monkeypatch.setattr(ds, "CHUNK_BYTES", len(data) + 1)  # one chunk
-    decoded: list[int] = []
+    decoded = _chunks_decoded(monkeypatch)
     referred: list[int] = []
-    orig_fast, orig_line = ds._Scanner.fast, dataset_fast.scan_line
-
-    def spy_fast(self, base, chunk, lines=None):
-        decoded.append(len(chunk))
-        return orig_fast(self, base, chunk, lines)
+    orig_line = dataset_fast.scan_line
 
     def spy_line(line, raw):
         referred.append(line)
         return orig_line(line, raw)
-    monkeypatch.setattr(ds._Scanner, "fast", spy_fast)
     monkeypatch.setattr(dataset_fast, "scan_line", spy_line)
     scan = ds.scan_dataset("mem.jsonl", data)
     assert referred == [odd_line]
@@ -183,14 +185,7 @@ def test_blanks_around_a_line_s_braces_keep_the_fast_path(line, monkeypatch):
     rows = [json.dumps(_row("text", i)) for i in range(40)]
     rows[17] = line
     data = ("\n".join(rows) + "\n").encode()
-    calls: list[int] = []
-    orig = ds._Scanner.fast
-
-    def spy(self, base, chunk, lines=None):
-        calls.append(len(chunk))
-        return orig(self, base, chunk, lines)
-
-    monkeypatch.setattr(ds._Scanner, "fast", spy)
+    calls = _chunks_decoded(monkeypatch)
     scan = ds.scan_dataset("mem.jsonl", data)
     assert calls == [len(data)] and scan.problems == () and scan.records == 40
 
