@@ -471,6 +471,21 @@ def test_doctor_with_baseline_adds_a_comparison_report_after_each_run():
                                                                 "TP-IMPROVE-DEFICIT"} | own
 
 
+def test_doctor_with_baseline_sarif_holds_each_finding_once(tmp_path):
+    sarif = tmp_path / "out.sarif"
+    code, out, _ = cli("doctor", HF_RUNS / "lr_zero", "--baseline", HEALTHY, "--json", "--sarif", sarif)
+    doc = json.loads(out)
+    results = json.loads(sarif.read_text())["runs"][0]["results"]
+    keys = [(r["ruleId"], r["message"]["text"], json.dumps(r["locations"], sort_keys=True)) for r in results]
+    assert len(keys) == len(set(keys))
+    # The run's own findings, then the comparison's own (its copies of the run's FAILs once).
+    own, comparison = doc["reports"][0]["findings"], doc["reports"][1]["findings"]
+    expected = [f["id"] for f in own] + [f["id"] for f in comparison if f not in own]
+    assert [r["ruleId"] for r in results] == expected
+    assert sorted(r["ruleId"] for r in results if "baseline" in r["properties"]) == [
+        "TP-END-RATIO", "TP-FLOOR-RATIO", "TP-IMPROVE-DEFICIT"]
+
+
 def test_doctor_exit_code_reflects_a_comparison_fail(tmp_path):
     base = log(tmp_path, "base", list(range(1, 201)), 3.0, 1.0)
     run = log(tmp_path, "run", list(range(1, 201)), 15.0, 6.0)

@@ -287,8 +287,16 @@ def sarif_rule(rule: Rule[Any, Any]) -> dict[str, Any]:
 
 def to_sarif(o: Outcome) -> str:
     results = []
+    # A finding is one SARIF result however many reports hold it: `doctor --baseline`'s
+    # comparison report keeps the run's own FAILs (a comparison cannot hide them), and a
+    # code-scanning service would show each twice. The first report's copy is kept.
+    seen: set[tuple[str, str, str]] = set()
     for r in o.reports:
         for f in r.findings:
+            key = (f.id, f.message, json.dumps(_sarif_location(f.location), sort_keys=True))
+            if key in seen:
+                continue
+            seen.add(key)
             res: dict[str, Any] = {
                 "ruleId": f.id,
                 "level": _SARIF_LEVEL[f.level],
