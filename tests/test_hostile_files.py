@@ -308,6 +308,23 @@ def test_long_rows_are_streamed_past_line_by_line(monkeypatch, seed):
             assert got2 == want, ("head", cut, read_size, cap, lines)
 
 
+def test_an_mlflow_metrics_folder_is_listed_only_so_far(tmp_path, monkeypatch):
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge import compare
+    from trainproof_lsp.readers import mlflow
+
+    run = _mlflow_run(tmp_path)
+    for i in range(12):
+        (run / "metrics" / f"extra_{i}").write_text("1700000000000 1.0 1\n")
+    monkeypatch.setattr(mlflow, "MAX_METRIC_FILES", 10)
+    (report,) = compare.engine.doctor([run], Config()).reports
+    assert report.verdict.value == "NOT-CHECKED"
+    assert report.reason == f"{run}: more than 10 entries under metrics/, more than an MLflow run holds: not read"
+    monkeypatch.setattr(mlflow, "MAX_METRIC_FILES", 13)  # the loss file and 12 others
+    (report,) = compare.engine.doctor([run], Config()).reports
+    assert report.verdict.value == "PASS"
+
+
 def test_every_cap_is_an_editor_setting_and_in_the_security_docs():
     """One table of caps (core/caps.py): the editor's settings, their ranges and the
     documented table follow it."""

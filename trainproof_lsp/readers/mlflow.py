@@ -10,6 +10,7 @@ each file through one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Mapping
 
@@ -63,6 +64,12 @@ class MetricFileFeed:
         return out
 
 
+# Entries listed under a run's metrics/ folder (one file per metric key; keys with
+# slashes make folders). Runs log tens to a few hundred metrics; a folder of millions of
+# files is not a run, and listing it would take minutes.
+MAX_METRIC_FILES = 10_000
+
+
 def is_mlflow_run(folder: Path) -> bool:
     return (folder / "meta.yaml").is_file() and (folder / "metrics").is_dir()
 
@@ -75,7 +82,11 @@ def read_mlflow_run(folder: str | Path, *, columns: Mapping[str, str] | None = N
     the size and the cap."""
     root = Path(folder)
     metrics = root / "metrics"
-    files = sorted(p for p in metrics.rglob("*") if p.is_file())
+    listed = list(islice(metrics.rglob("*"), MAX_METRIC_FILES + 1))
+    if len(listed) > MAX_METRIC_FILES:
+        raise ReadError(f"{root}: more than {MAX_METRIC_FILES} entries under metrics/, more than an MLflow run "
+                        "holds: not read")
+    files = sorted(p for p in listed if p.is_file())
     if not files:
         raise ReadError(f"{root}: MLflow run without metric files")
     keys = {p.relative_to(metrics).as_posix(): p for p in files}
