@@ -161,6 +161,8 @@ _COMPENSATING = {
     # (the array's rows then run one ahead of the lines: its "row 9" is line 8)
     "two objects with a comma between, then a line that is not an object": {3: "{11},{11}", 8: "[1]"},
     "a line cut short, then one with NaN": {4: '{"text": "cut', 9: '{"text": NaN}'},
+    # (a newline inside a string: the array's comma must not join the two lines' halves)
+    "a string over two lines, two objects with a comma between": {4: '{"text": "a', 5: '"}', 12: "{11},{11}"},
 }
 
 
@@ -176,6 +178,48 @@ def test_lines_that_leave_as_many_rows_as_lines_keep_their_lines(case, crlf, mon
     reference = ds.scan_dataset("mem.jsonl", data)
     assert _facts(fast) == _facts(reference)
     assert {p.line for p in reference.problems} >= {k for k, t in _COMPENSATING[case].items() if t.strip()}
+
+
+def _mixed_file(rng: random.Random) -> bytes:
+    """Rows of one format mostly, with every kind of odd line among them: blank and
+    spaces-only lines, faults of each format, two objects on a line (with and without a
+    comma or blanks between), a row cut in two anywhere (inside a string too), a
+    pretty-printed row, NaN, an array; LF or CRLF, a last newline or not."""
+    fmt = rng.choice(list(_FAULTS))
+    rows: list[str] = []
+    for i in range(rng.randrange(5, 120)):
+        f = fmt if rng.random() < 0.8 else rng.choice(list(_FAULTS))
+        row = json.dumps(_row(f, i))
+        r = rng.random()
+        if r < 0.06:
+            rows.append(rng.choice(["", "   "]))
+        elif r < 0.09:
+            rows.append(json.dumps(rng.choice(_FAULTS[f])))
+        elif r < 0.11:
+            rows.append(row + rng.choice(["", " ", ",", ", ", "\t"]) + row)
+        elif r < 0.13:
+            cut = rng.randrange(1, len(row))
+            rows += [row[:cut], row[cut:]]
+        elif r < 0.14:
+            rows += json.dumps(_row(f, i), indent=1).split("\n")
+        elif r < 0.15:
+            rows.append(rng.choice(['{"text": NaN}', "[" + row + "]"]))
+        else:
+            rows.append(row)
+    nl = rng.choice(["\n", "\r\n"])
+    return (nl.join(rows) + (nl if rng.random() < 0.8 else "")).encode()
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_mixed_odd_lines_state_every_fact_as_the_reference_path_does(seed, monkeypatch):
+    import trainproof_lsp.readers.dataset_scan as dataset_scan
+
+    rng = random.Random(seed)
+    data = _mixed_file(rng)
+    block = rng.choice([97, 300, 1000, 1 << 16])
+    fast = dataset_scan.scan_dataset("mem.jsonl", data, block_bytes=block)
+    monkeypatch.setattr(ds._Scanner, "fast", lambda self, base, chunk, lines=None: -1)
+    assert _facts(fast) == _facts(dataset_scan.scan_dataset("mem.jsonl", data, block_bytes=block))
 
 
 @pytest.mark.parametrize("line", ['  {"text": "indented"}', '{"text": "trailing"}  ', '\t{"text": "tab"}\t'])
