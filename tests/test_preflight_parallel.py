@@ -10,9 +10,12 @@ import dataclasses
 import io
 import json
 import pickle
+import random
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from trainproof_lsp.core.caps import DEFAULT_CAPS
 from trainproof_lsp.core.config import Config
@@ -292,3 +295,16 @@ def test_the_hash_partitions_find_what_the_one_pass_search_finds(tmp_path):
                             for a in parallel.partition_duplicates(pieces, train_files=frozenset({0, 1, 2})).across]
         assert earlier_copies({i: str(p) for i, p in enumerate(paths)}, found["exact"], found["near"]) == local
     assert sorted((i, c.line) for i, cs in local.items() for c in cs) == [(1, 10), (1, 40), (2, 3), (2, 80)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_files_with_odd_lines_at_the_cuts_give_the_one_pass_report(tmp_path, seed):
+    """Files with every kind of odd line (tests/test_dataset_reader.py's mix: blank lines,
+    each format's faults, rows cut in two, two objects on a line, pretty-printed rows, LF
+    or CRLF), cut into ranges of a few hundred bytes: text, JSON and SARIF as one pass."""
+    from test_dataset_reader import _mixed_file
+
+    rng = random.Random(seed)
+    path = tmp_path / "train.jsonl"
+    path.write_bytes(_mixed_file(rng))
+    _same_as_one_pass([path], part_bytes=rng.choice([200, 500, 1500]))
