@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, BinaryIO, Callable, Mapping
 
 WAIT_S = 60.0  # a ceiling so a deaf server fails the test instead of hanging it
 
@@ -24,36 +24,32 @@ def message(payload: dict) -> bytes:
     return frame(json.dumps(payload).encode())
 
 
-class PipeClient:
-    """One server process over stdin/stdout."""
+class StreamClient:
+    """A client over a pair of byte streams: `write(bytes)` to the server, `stream` from
+    it. A reader thread keeps every message and answers the server's requests the way an
+    editor does (or as `answer` says: `...` leaves the answer to the test)."""
 
-    def __init__(self, argv: list[str], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
-                 settings: dict[str, Any] | None = None,
-                 answer: Callable[[dict], Any] | None = None,
-                 preexec_fn: Callable[[], None] | None = None) -> None:
+    def __init__(self, stream: BinaryIO, write: Callable[[bytes], None], *, settings: dict[str, Any] | None = None,
+                 answer: Callable[[dict], Any] | None = None) -> None:
         self.settings = settings or {}
         self._answer = answer
-        self.proc = subprocess.Popen(argv, cwd=cwd, env=None if env is None else dict(env), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec_fn)
+        self._stream = stream
+        self._write = write
         self.messages: list[dict] = []
         self._cond = threading.Condition()
         self._next_id = 0
         self._write_lock = threading.Lock()
-        self._stderr: list[bytes] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        self._err_reader = threading.Thread(target=lambda: self._stderr.append(self.proc.stderr.read()), daemon=True)
-        self._err_reader.start()
 
     # --- io -------------------------------------------------------------------------------
 
     def write(self, data: bytes) -> None:
         with self._write_lock:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
+            self._write(data)
 
     def _read(self) -> None:
-        out = self.proc.stdout
+        out = self._stream
         while True:
             length = None
             while True:
@@ -88,10 +84,9 @@ class PipeClient:
         if result is not ...:  # `...`: the test answers itself, later
             self.write(message({"jsonrpc": "2.0", "id": msg["id"], "result": result}))
 
-    @property
-    def stderr(self) -> str:
-        self._err_reader.join(timeout=0)
-        return b"".join(self._stderr).decode("utf-8", "replace")
+    def _gone(self) -> str | None:
+        """Why no message can come any more (the server is gone), or None."""
+        return None
 
     # --- requests and waiting -------------------------------------------------------------
 
@@ -111,8 +106,9 @@ class PipeClient:
                     if predicate(m):
                         return m
                 left = deadline - time.monotonic()
-                if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
-                    raise AssertionError(f"no {what} within {timeout:g} s; exit {self.proc.poll()}; "
+                gone = self._gone() if not self._reader.is_alive() else None
+                if left <= 0 or gone is not None:
+                    raise AssertionError(f"no {what} within {timeout:g} s{gone or ''}; "
                                          f"got {[m.get('method', m.get('id')) for m in self.messages]}")
                 self._cond.wait(min(left, 1.0))
 
@@ -136,6 +132,34 @@ class PipeClient:
             "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}]})
         self.notify("initialized", {})
         return answer
+
+
+class PipeClient(StreamClient):
+    """One server process over stdin/stdout."""
+
+    def __init__(self, argv: list[str], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
+                 settings: dict[str, Any] | None = None,
+                 answer: Callable[[dict], Any] | None = None,
+                 preexec_fn: Callable[[], None] | None = None) -> None:
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=None if env is None else dict(env), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec_fn)
+        self._stderr: list[bytes] = []
+        self._err_reader = threading.Thread(target=lambda: self._stderr.append(self.proc.stderr.read()), daemon=True)
+        self._err_reader.start()
+        super().__init__(self.proc.stdout, self._to_stdin, settings=settings, answer=answer)
+
+    def _to_stdin(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def _gone(self) -> str | None:
+        code = self.proc.poll()
+        return None if code is None else f"; exit {code}"
+
+    @property
+    def stderr(self) -> str:
+        self._err_reader.join(timeout=0)
+        return b"".join(self._stderr).decode("utf-8", "replace")
 
     def close(self, timeout: float = 30.0) -> int:
         """shutdown, exit, and the exit code (killed after `timeout`)."""

@@ -10,26 +10,23 @@ not come until the release, and the wait for it would fail at its deadline.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
+from lsp_pipe import WAIT_S, StreamClient
 from lsp_support import HF_RUNS
 
-WAIT_S = 60.0  # a ceiling for a busy machine; an answer that never comes fails the test
 LOOP_THREAD = "server-event-loop"
 
 
-class InProcessClient:
+class InProcessClient(StreamClient):
     """A client for a server started in this process (`build_server().start_io` on a
-    thread, over pipes). It answers the server's requests the way an editor does and
-    keeps every message; waits are on a Condition with a deadline."""
+    thread, over pipes), answering the server's requests with null."""
 
     def __init__(self, capabilities: dict[str, Any], *, root: Path) -> None:
         from trainproof_lsp.server.app import build_server
@@ -37,52 +34,18 @@ class InProcessClient:
         to_server_r, to_server_w = os.pipe()
         from_server_r, from_server_w = os.pipe()
         self._out = os.fdopen(to_server_w, "wb", buffering=0)
-        self._in = os.fdopen(from_server_r, "rb")
         self.server = build_server()
         self._thread = threading.Thread(target=self.server.start_io,
                                         args=(os.fdopen(to_server_r, "rb"), os.fdopen(from_server_w, "wb")),
                                         name=LOOP_THREAD, daemon=True)
         self._thread.start()
-        self.messages: list[dict[str, Any]] = []
-        self._cond = threading.Condition()
-        self._next_id = 0
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        super().__init__(os.fdopen(from_server_r, "rb"), self._out.write, answer=lambda message: None)
         self.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": capabilities,
                                     "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}]})
         self.notify("initialized", {})
 
-    def _send(self, payload: dict[str, Any]) -> None:
-        body = json.dumps(payload).encode()
-        self._out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-
-    def _read(self) -> None:
-        while True:
-            length = None
-            while True:
-                line = self._in.readline()
-                if not line:
-                    return
-                if not line.strip():
-                    break
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            assert length is not None
-            message = json.loads(self._in.read(length))
-            if "method" in message and "id" in message:  # the server asks: answer as an editor
-                self._send({"jsonrpc": "2.0", "id": message["id"], "result": None})
-            with self._cond:
-                self.messages.append(message)
-                self._cond.notify_all()
-
-    def send_request(self, method: str, params: Any) -> int:
-        self._next_id += 1
-        self._send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
-        return self._next_id
-
-    def answer(self, request_id: int) -> Any:
-        message = self.wait(lambda m: m.get("id") == request_id and "method" not in m)
+    def answer(self, request_id: int, timeout: float = WAIT_S) -> Any:
+        message = self.response(request_id, timeout)
         assert "error" not in message, message
         return message["result"]
 
@@ -90,23 +53,11 @@ class InProcessClient:
         with self._cond:
             return any(m.get("id") == request_id and "method" not in m for m in self.messages)
 
-    def request(self, method: str, params: Any) -> Any:
-        return self.answer(self.send_request(method, params))
-
-    def notify(self, method: str, params: Any) -> None:
-        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+    def request(self, method: str, params: Any, timeout: float = WAIT_S) -> Any:
+        return self.answer(self.send_request(method, params), timeout)
 
     def wait(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        deadline = time.monotonic() + WAIT_S
-        with self._cond:
-            while True:
-                for message in self.messages:
-                    if match(message):
-                        return message
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no such message within {WAIT_S:g} s; got {self.messages[-5:]}")
-                self._cond.wait(left)
+        return self.wait_for(match)
 
     def open(self, path: Path) -> str:
         uri = path.as_uri()
