@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,20 +178,27 @@ def logs_run(folder: Path, quick: bool) -> bool:
     have_ea = importable("tensorboard.backend.event_processing.event_accumulator")
     header = f"  {'':28s} {'wall s':>8s} {'CPU s':>8s} {'peak MiB':>9s} {'throughput (per CPU s)':>30s}"
 
-    print("trainer_state.json -> doctor")
-    for entries in (20_000,) if quick else (20_000, 200_000, 1_000_000):
-        path = folder / f"ts{entries}" / "trainer_state.json"
+    def one_size(path: Path, write: Callable[[Path, int], object], n: int, what: str, unit: str,
+                 peer_kind: str | None, peer_label: str) -> tuple[dict, dict | None]:
+        """Write the input once (kept with --keep), then ours and the peer on it."""
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
-            logs_write_trainer_state(path, entries)
+            write(path, n)
         size = path.stat().st_size
-        print(f"{entries:,} train entries ({size / 1e6:.1f} MB)")
+        print(f"{n:,} {what} ({size / 1e6:.1f} MB)")
         print(header)
         ours = measure("lsp-doctor", path)
-        print(_row("trainproof-lsp doctor", entries, "entries", size, ours))
-        peer = measure("trainproof-doctor", path) if have_tp else None
+        print(_row("trainproof-lsp doctor", n, unit, size, ours))
+        peer = measure(peer_kind, path) if peer_kind is not None else None
         if peer is not None:
-            print(_row("trainproof 0.22 doctor", entries, "entries", size, peer))
+            print(_row(peer_label, n, unit, size, peer))
+        return ours, peer
+
+    print("trainer_state.json -> doctor")
+    for entries in (20_000,) if quick else (20_000, 200_000, 1_000_000):
+        ours, peer = one_size(folder / f"ts{entries}" / "trainer_state.json", logs_write_trainer_state, entries,
+                              "train entries", "entries", "trainproof-doctor" if have_tp else None,
+                              "trainproof 0.22 doctor")
         print(_ratio(peer, ours, "trainproof"))
         if entries == 1_000_000:
             hit = ours["rss"] <= 400
@@ -201,18 +208,10 @@ def logs_run(folder: Path, quick: bool) -> bool:
 
     print("TensorBoard event file -> doctor")
     for events in (30_000,) if quick else (30_000, 300_000, 3_000_000):
-        path = folder / f"tb{events}" / "events.out.tfevents.1700000000.bench"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            logs_write_tfevents(path, events)
-        size = path.stat().st_size
-        print(f"{events:,} scalar events ({size / 1e6:.1f} MB)")
-        print(header)
-        ours = measure("lsp-doctor", path)
-        print(_row("trainproof-lsp doctor", events, "events", size, ours))
-        peer = measure("event-accumulator", path) if have_ea else None
+        ours, peer = one_size(folder / f"tb{events}" / "events.out.tfevents.1700000000.bench", logs_write_tfevents,
+                              events, "scalar events", "events", "event-accumulator" if have_ea else None,
+                              "EventAccumulator.Reload")
         if peer is not None:
-            print(_row("EventAccumulator.Reload", events, "events", size, peer))
             if peer["points"] != events:
                 print(f"  (EventAccumulator returned {peer['points']:,} points)")
         print(_ratio(peer, ours, "EventAccumulator"))

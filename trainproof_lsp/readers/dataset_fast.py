@@ -130,10 +130,10 @@ def as_array(chunk: bytes) -> bytearray:
     one aside) gets a comma before it. The decoder of JSON Lines reads a stream of values,
     so a line holding two objects next to a blank line, or next to an object spread over
     two lines, leaves it as many rows as lines. The array decodes only when every line
-    holds exactly one value: a blank line makes `,\n,`, two objects on a line lack their
-    comma, a newline between two tokens of a value brings a comma where JSON allows none
-    (one is already there, or must not be), and one inside a string stays a raw newline,
-    which no JSON string holds. Costs ~3 us a 64 KiB chunk (two copies), beside the ~45 us
+    holds exactly one value: a blank line makes two commas with a newline between, two
+    objects on a line lack their comma, a newline between two tokens of a value brings a
+    comma where JSON allows none (one is already there, or must not be), and one inside a
+    string stays a raw newline, which no JSON string holds. Costs ~3 us a 64 KiB chunk (two copies), beside the ~45 us
     of decoding it. Byte q of the array is byte `chunk_offset(array, q)` of the chunk."""
     out = bytearray(b"[")
     out += chunk.replace(b"\n", b",\n")
