@@ -22,6 +22,7 @@ from typing import Callable, Mapping, Sequence, TypeAlias
 from . import TOOL_NAME, __version__
 from .core.config import Config, ConfigError, with_columns, with_vocab
 from .core.model import Level, Outcome, ReadError, Run, Verdict
+from .core.text import printable
 from .judge import compare, engine
 from .judge.settings import discover, load_file
 from .output import render
@@ -370,7 +371,7 @@ def _watch(args: argparse.Namespace) -> int:
         # The watch printed every change as it came; close with the last verdicts.
         for r in outcome.reports:
             reason = f": {r.reason}" if r.reason else ""
-            print(f"== {r.artefact.path}: {r.verdict.value}{reason}")
+            print(printable(f"== {r.artefact.path}: {r.verdict.value}{reason}"))
     return exit_code(outcome)
 
 
@@ -462,6 +463,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # never a traceback for the user; TRAINPROOF_DEBUG=1 shows it
         if os.environ.get("TRAINPROOF_DEBUG"):
             raise
-        print(f"{TOOL_NAME}: internal error: {type(e).__name__}: {e} "
-              "(NOT-CHECKED; set TRAINPROOF_DEBUG=1 for details)", file=sys.stderr)
+        print(printable(f"{TOOL_NAME}: internal error: {type(e).__name__}: {e} "
+                        "(NOT-CHECKED; set TRAINPROOF_DEBUG=1 for details)"), file=sys.stderr)
         return EXIT_NOT_CHECKED

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 from .. import TOOL_NAME, __version__
 from ..core.model import Finding, Level, Location, Outcome, Report, Verdict
 from ..core.positions import one_based
+from ..core.text import printable
 from ..rules import REGISTRY, Rule
 
 SCHEMA_VERSION = 1
@@ -122,9 +123,11 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
         shown: dict[str, int] = {}
         hidden: dict[str, int] = {}
         for f in r.findings:
-            # A NOT-CHECKED finding that is the report's reason is printed once, as the reason.
-            if f.id == "TP-NOT-CHECKED" or (f.level is Level.NOT_CHECKED and f.message == r.reason) or (
-                    f.level is Level.INFO and not verbose):
+            # A NOT-CHECKED finding that is the report's reason is printed once, as the reason;
+            # every other one is printed with its reason, -v or not: the exit code counts it
+            # (CONTRACTS.md §1), so the output says what was not judged and why.
+            if (f.level is Level.NOT_CHECKED and r.verdict is Verdict.NOT_CHECKED and r.reason
+                    and f.message in r.reason) or (f.level is Level.INFO and not verbose):
                 continue
             shown[f.id] = shown.get(f.id, 0) + 1
             if shown[f.id] > TEXT_CAP_PER_RULE:
@@ -191,7 +194,9 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
         out.append(f"{ran_total} check(s) ran, {skipped_total} skipped"
                    + (" (-v lists them and why each was skipped)" if skipped_total else " (-v lists them)"))
     out.extend(ranking_table(o.reports))
-    return "\n".join(out) + "\n"
+    # Paths and messages come from the files judged: each line stays one line, with no
+    # control or bidi character reaching the terminal or a CI log (core/text.py).
+    return "\n".join(printable(line) for line in out) + "\n"
 
 
 _RANK_ORDER = {Verdict.PASS: 0, Verdict.WARN: 1, Verdict.FAIL: 2, Verdict.NOT_CHECKED: 3}

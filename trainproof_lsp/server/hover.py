@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from lsprotocol import types as lsp
 
 from ..core.model import LOSS, Finding, Run
+from ..core.text import printable
 from .state import TrainproofServer
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -104,7 +105,8 @@ def hover_markdown(findings: Sequence[Finding], run: Run | None, *, markdown: bo
             marker = " " * at + "▲"
             finite = [v for v in values if math.isfinite(v)]
             rng = f"{min(finite):.4g}–{max(finite):.4g}" if finite else "no finite values"
-            lines += ["", f"{name}, steps {steps[0]}–{steps[-1]} ({rng}; ▲ = step {steps[at]}):",
+            # The series' name is the log's own key: untrusted, so literal Markdown on one line.
+            lines += ["", f"{esc(printable(name))}, steps {steps[0]}–{steps[-1]} ({rng}; ▲ = step {steps[at]}):",
                       "```text", line, marker, "```"]
         for r in f.related:
             lines += ["", f"related: {esc(r.message)}"]
