@@ -266,3 +266,18 @@ def test_a_not_checked_file_beside_a_warn_run_exits_2(tmp_path):
     assert verdicts == ["NOT-CHECKED", "WARN"]
     assert result.json["worst_verdict"] == "WARN"
     assert result.rc == 2
+
+
+@pytest.mark.parametrize(("command", "rc", "verdict"), [("doctor", 2, "NOT-CHECKED"), ("epoch", 2, "NOT-CHECKED"),
+                                                         ("preflight", 1, "FAIL")])  # a CSV is no JSONL
+def test_after_a_double_dash_a_name_like_an_option_is_a_path_and_nothing_is_written(command, rc, verdict, tmp_path):
+    victim = tmp_path / "train_metrics.csv"
+    victim.write_text("step,loss\n1,2.0\n", encoding="utf-8")
+    (tmp_path / "--html=train_metrics.csv").write_text("step,loss\n1,2.0\n", encoding="utf-8")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = cli(command, "--", "--html=train_metrics.csv", cwd=tmp_path)
+    assert victim.read_text(encoding="utf-8") == "step,loss\n1,2.0\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert result.rc == rc
+    first = result.out.splitlines()[0]
+    assert first.startswith("--html=train_metrics.csv") and f" {verdict} " in first, result.out

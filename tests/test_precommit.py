@@ -87,3 +87,30 @@ def test_the_hooks_pass_a_healthy_log_and_a_clean_dataset(try_repo, tmp_path):
     lines = out.splitlines()
     assert any(x.startswith("trainproof doctor (training logs)") and x.endswith("Passed") for x in lines), out
     assert any(x.startswith("trainproof preflight (datasets)") and x.endswith("Passed") for x in lines), out
+
+
+def test_every_hook_entry_ends_with_a_double_dash_so_file_names_are_never_options():
+    yaml = pytest.importorskip("yaml", reason="PyYAML comes with pre-commit, in the test extra")
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    assert {h["id"]: h["entry"] for h in hooks} == {"trainproof-doctor": "trainproof-lsp doctor --",
+                                                     "trainproof-preflight": "trainproof-lsp preflight --"}
+    assert not [h for h in hooks if h.get("args")]  # args would land after the `--`, read as paths
+
+
+def test_a_file_named_like_an_option_is_judged_as_a_path_and_writes_nothing(try_repo, tmp_path):
+    victim = DIVERGING.read_bytes()
+    repo = project(tmp_path / "hostile", {"train_metrics.csv": "step,loss\n1,2.0\n2,1.9\n",
+                                          "--html=train_metrics.csv": "step,loss\n1,2.0\n",
+                                          "--sarif=output/trainer_state.json": "step,loss\n1,2.0\n",
+                                          "output/trainer_state.json": DIVERGING})
+    before = {str(p.relative_to(repo)): p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts}
+    proc = try_repo(repo, "trainproof-doctor")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out  # the diverging log still FAILs
+    after = {str(p.relative_to(repo)): p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts}
+    assert after == before and (repo / "output" / "trainer_state.json").read_bytes() == victim
+    lines = out.splitlines()
+    assert "--html=train_metrics.csv: NOT-CHECKED too short to judge the loss curve: 1 finite loss point; the " \
+           "trend checks need 10 (TP-DEAD-RUN, TP-DIVERGE not checked)" in lines, out
+    assert any(x.startswith("--sarif=output/trainer_state.json: NOT-CHECKED ") for x in lines), out
+    assert "output/trainer_state.json:292:5: FAIL TP-DIVERGE" in out
