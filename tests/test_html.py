@@ -108,6 +108,29 @@ def markers(svg: Node, rule: str) -> list[Node]:
     return [g for g in svg.iter("g") if "marker" in g.classes() and g.attrs.get("data-rule") == rule]
 
 
+def table_rows(table: Node, part: str = "tbody") -> list[list[str]]:
+    """Each row of a table's body (or head) as the text of its cells."""
+    (body,) = list(table.iter(part))
+    return [[c.all_text() for c in tr.children if c.tag in ("td", "th")] for tr in body.iter("tr")]
+
+
+def label_boxes(svg: Node) -> list[tuple[float, float, float, float]]:
+    """Each marker label's box (left, top, right, bottom) from the SVG: `textLength` fixes
+    its width in the browser, the font its height (10px: 8 above the baseline, 2.5 below).
+    (html.parser lowercases attribute names.)"""
+    out = []
+    for text in (t for g in svg.iter("g") if "marker" in g.classes() for t in g.iter("text")):
+        assert text.attrs["lengthadjust"] == "spacingAndGlyphs" and "text-anchor" not in text.attrs
+        x, y, w = float(text.attrs["x"]), float(text.attrs["y"]), float(text.attrs["textlength"])
+        out.append((x, y - 8.0, x + w, y + 2.5))
+    return out
+
+
+def overlapping(boxes: list[tuple[float, float, float, float]]) -> list[tuple[int, int]]:
+    return [(i, j) for i, a in enumerate(boxes) for j, b in enumerate(boxes[i + 1:], i + 1)
+            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+
+
 def charts(section: Node) -> dict[str, Node]:
     return {s.attrs["data-series"]: s for s in section.iter("svg")}
 
@@ -304,7 +327,14 @@ def test_compare_page_overlays_each_run_on_the_baseline_and_marks_both_ends(tmp_
     (overview,) = [s for s in doc.iter("section") if "overview" in s.classes()]
     curves = [g for g in charts(overview)["loss"].iter("g") if "curve" in g.classes()]
     assert len(curves) == 3 and "base" in curves[0].classes()
-    assert "ranking against baseline" in overview.all_text()
+    assert [table_rows(t) for t in overview.iter("table") if "ranking" in t.classes()] == [[
+        ["1", "PASS", "fixtures/hf_runs/healthy/checkpoint-100/trainer_state.json"
+         "compared over steps 1-100 only: the baseline's loss goes on to step 200",
+         "1.00x", "1.00x", "-67.4%", "-67.4%", "1.00x", "1.00x", "–"],
+        ["2", "FAIL", "fixtures/hf_runs/lr_zero/trainer_state.json"
+         "compared over steps 1-100 only: the baseline's loss goes on to step 200",
+         "3.07x", "3.07x", "+0.1%", "-67.4%", "-", "-",
+         "TP-AT-CHANCE TP-DEAD-RUN TP-END-RATIO TP-FLOOR-RATIO TP-IMPROVE-DEFICIT TP-ZERO-LR"]]]
 
 
 def test_doctor_with_a_baseline_draws_the_run_and_its_comparison(tmp_path, capsys):
@@ -466,6 +496,269 @@ def test_text_output_is_the_same_with_and_without_html(tmp_path, capsys):
         with_html = capsys.readouterr().out
     assert plain == with_html
     assert re.search(r"TP-DIVERGE", plain)
+
+
+# --- the page's order, the levels rules judged, axes, tables, labels ----------------------
+
+def outline(section: Node) -> list[str]:
+    """What a section shows, in page order: charts, and each table by its class."""
+    out = []
+    for n in section.iter():
+        if n.tag == "div" and "charts" in n.classes():
+            out.append("charts")
+        elif n.tag == "table":
+            out.append(n.attrs.get("class", ""))
+    return out
+
+
+def mixed_folder(tmp_path: Path) -> Path:
+    """A training output folder as a user has one: the diverging run's log and config, a
+    training set with a repeated row, and a tokenizer (the fixture without an EOS token)."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for name in ("trainer_state.json", "config.json"):
+        (folder / name).write_bytes((ROOT / DIVERGES / name).read_bytes())
+    for f in (ROOT / "fixtures/tokenizers/missing_eos").iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    rows = [{"text": f"example {i}"} for i in range(5)] + [{"text": "example 1"}]
+    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return folder
+
+
+def test_curves_come_before_tokenizer_and_dataset_tables(tmp_path):
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.compare import doctor_with_runs
+    from trainproof_lsp.output.html import to_html
+
+    folder = mixed_folder(tmp_path)
+    outcome, runs = doctor_with_runs([folder], Config())
+    judged = [r.artefact.path for r in outcome.reports]
+    assert judged == [str(folder), str(folder / "train.jsonl"), str(folder / "trainer_state.json")]
+    doc = parse(to_html(outcome, runs))
+    sections = [s for s in doc.iter("section") if "report" in s.classes()]
+    assert [(s.attrs["id"], s.attrs["data-path"], s.attrs["data-verdict"]) for s in sections] == [
+        ("r1", str(folder / "trainer_state.json"), "FAIL"),  # the run's curves first
+        ("r2", str(folder), "FAIL"),  # the tokenizer
+        ("r3", str(folder / "train.jsonl"), "WARN"),  # the dataset
+    ]
+    assert [outline(s) for s in sections] == [["charts", "findings", "skipped"], ["findings", "skipped"],
+                                             ["findings", "skipped"]]
+    assert list(charts(sections[0])) == ["loss", "lr", "grad_norm"]
+    assert not list(sections[1].iter("svg")) and not list(sections[2].iter("svg"))
+
+
+def noisy_diverging_run(tmp_path: Path) -> tuple[Path, list[int], list[float]]:
+    """A loss that falls from 4 to 2 over 80 steps, climbs to 8 by step 120 and stays
+    there, each point off its level by up to 45% either way: the raw points of the end
+    overlap those of the best stretch, only the window medians tell them apart."""
+    import random
+
+    rng = random.Random(25)
+    steps = list(range(1, 201))
+
+    def level(s: int) -> float:
+        return 4.0 - 2.0 * s / 80 if s <= 80 else min(8.0, 2.0 + 6.0 * (s - 80) / 40)
+
+    values = [level(s) * (1 + rng.uniform(-0.45, 0.45)) for s in steps]
+    log = tmp_path / "noisy.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "loss": v}) + "\n" for s, v in zip(steps, values)),
+                   encoding="utf-8")
+    return log, steps, values
+
+
+def y_of(svg: Node, value: float) -> float:
+    assert svg.attrs["data-y-scale"] == "linear"
+    d0, d1 = map(float, svg.attrs["data-y-domain"].split())
+    r0, r1 = map(float, svg.attrs["data-y-range"].split())
+    return r0 + (value - d0) / (d1 - d0) * (r1 - r0)
+
+
+def test_the_levels_a_rule_judged_are_drawn_over_a_noisy_run(tmp_path):
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.compare import doctor_with_runs
+    from trainproof_lsp.output.html import to_html
+    from trainproof_lsp.rules._stats import median
+
+    log, steps, values = noisy_diverging_run(tmp_path)
+    outcome, runs = doctor_with_runs([log], Config())
+    (report,) = outcome.reports
+    (diverge,) = [f for f in report.findings if f.id == "TP-DIVERGE"]
+    assert diverge.level.value == "FAIL"
+    ev = diverge.evidence
+    w = ev["window"]
+    assert w == 20 and ev["end_step"] == 200
+    assert ev["end_level"] == median(values[-20:])
+    # the noise: the end window's raw points spread over more than the end level's half
+    end_points = values[-20:]
+    assert max(end_points) - min(end_points) > 0.5 * ev["end_level"]
+
+    loss = charts(parse(to_html(outcome, runs)))["loss"]
+    levels = {(g.attrs["data-rules"], g.attrs["data-names"]): g for g in loss.iter("g") if "level" in g.classes()}
+    end = next(g for (rules, names), g in levels.items() if "TP-DIVERGE" in rules.split()
+               and "end level" in names.split("/")[rules.split().index("TP-DIVERGE")])
+    assert "fail" in end.classes()
+    assert float(end.attrs["data-value"]) == pytest.approx(ev["end_level"], rel=1e-11)
+    assert end.attrs["data-steps"] == "181 200"  # the last 20 points
+    halo, line = list(end.iter("line"))
+    assert "halo" in halo.classes()
+    assert float(line.attrs["x1"]) == pytest.approx(x_of(loss, 181), abs=0.01)
+    assert float(line.attrs["x2"]) == pytest.approx(x_of(loss, 200), abs=0.01)
+    assert float(line.attrs["y1"]) == float(line.attrs["y2"]) == pytest.approx(y_of(loss, ev["end_level"]), abs=0.01)
+    best = next(g for (rules, names), g in levels.items() if rules.split()[0] == "TP-DIVERGE"
+                and names.split("/")[0] == "best level")
+    lo, hi = map(int, best.attrs["data-steps"].split())
+    assert hi - lo == 19 and lo <= ev["best_step"] <= hi
+    assert median(values[lo - 1:hi]) == ev["best_level"]
+    assert float(best.attrs["data-value"]) == pytest.approx(ev["best_level"], rel=1e-11)
+    # the legend under the chart says each level in words
+    figure = next(f for f in parse(to_html(outcome, runs)).iter("figure") if f.attrs["data-series"] == "loss")
+    (legend,) = [u for u in figure.iter("ul") if "levels" in u.classes()]
+    texts = [li.all_text() for li in legend.iter("li")]
+    assert any(t.startswith("TP-DIVERGE end level") or " and TP-DIVERGE end level" in t for t in texts)
+    assert any(t.endswith(": median of steps 181-200 (20 points)") for t in texts)
+
+
+def test_level_spans_place_each_rules_level_on_its_window():
+    from trainproof_lsp.core.model import Finding, Level, Location, Series
+    from trainproof_lsp.output.levels import level_spans
+
+    values = [5.0, 4.0, 6.0, 3.0, 2.5, 2.0, 9.0, 9.5, 8.0, 10.0]
+    s = Series("loss", "loss", range(10, 110, 10), values, range(10))
+
+    def spans(rule: str, **ev: object) -> list[tuple[str, float, int, int]]:
+        f = Finding(id=rule, level=Level.FAIL, message="m", location=Location(path="x"), evidence=ev)
+        return [(x.name, x.value, x.first_step, x.last_step) for x in level_spans(f, s)]
+
+    assert spans("TP-DIVERGE", end_level=9.5, best_level=2.5, best_step=60, window=3) == [
+        ("end level", 9.5, 80, 100), ("best level", 2.5, 40, 60)]
+    assert spans("TP-DEAD-RUN", start_level=5.0, end_level=9.5) == [  # w=3: 10 // 5 is 2, clamped to 3
+        ("start level", 5.0, 10, 30), ("end level", 9.5, 80, 100)]
+    assert spans("TP-LOSS-ABOVE-UNIFORM", level=9.25, step=70, last_step=100) == [("level", 9.25, 70, 100)]
+    assert spans("TP-LOSS-SPIKE-UNRECOVERED", step=70, level_before=3.5, level_after=9.5, points_after=3) == [
+        ("level before", 3.5, 10, 60), ("level after", 9.5, 80, 100)]
+    # a level that is no median of the points where the evidence puts it is not drawn
+    assert spans("TP-DIVERGE", end_level=7.0, best_level=2.5, best_step=60, window=3) == [
+        ("best level", 2.5, 40, 60)]
+    assert spans("TP-LOSS-ABOVE-UNIFORM", level=9.0, step=70, last_step=100) == []
+    assert spans("TP-FLAT", mean=5.0) == []  # no level to draw
+
+
+def test_overview_x_axis_spans_every_compared_run(tmp_path):
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.compare import compare_with_runs
+    from trainproof_lsp.output.html import to_html
+
+    def write(name: str, steps: range) -> Path:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"step": s, "loss": 4.0 / (1 + 0.01 * s)}) + "\n" for s in steps),
+                        encoding="utf-8")
+        return path
+
+    base = write("base.jsonl", range(10, 1001, 10))
+    longer, shorter = write("longer.jsonl", range(10, 1201, 10)), write("shorter.jsonl", range(10, 801, 10))
+    outcome, runs = compare_with_runs(base, [longer, shorter], Config())
+    assert [r.comparison["axis"] for r in outcome.reports] == ["step", "step"]
+    doc = parse(to_html(outcome, runs))
+    (overview,) = [s for s in doc.iter("section") if "overview" in s.classes()]
+    loss = charts(overview)["loss"]
+    assert loss.attrs["data-x-domain"] == "10 1200"  # the baseline ends at 1000, a run at 1200
+    assert [t.all_text() for t in loss.iter("text") if t.attrs.get("text-anchor") == "middle"][-1] == "step"
+    # each run's last point is drawn at its own last step
+    for g in (g for g in loss.iter("g") if "curve" in g.classes()):
+        last = int(g.attrs["data-label"].rsplit("-", 1)[1].rstrip(")"))
+        assert polyline_points(loss, g.attrs["class"].split()[1])[-1][0] == pytest.approx(x_of(loss, last), abs=0.01)
+    assert sorted(g.attrs["data-label"].rsplit(" ", 1)[1] for g in loss.iter("g") if "curve" in g.classes()) == [
+        "10-1000)", "10-1200)", "10-800)"]
+    # each run's own chart spans it and the baseline
+    for r in outcome.reports:
+        (section,) = doc.find_all("section", data_path=r.artefact.path)
+        last = 1200 if r.artefact.path == str(longer) else 1000
+        assert charts(section)["loss"].attrs["data-x-domain"] == f"10 {last}"
+
+
+def test_overview_on_the_fraction_axis_spans_each_runs_whole_schedule(tmp_path):
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.compare import compare_with_runs
+    from trainproof_lsp.output.html import to_html
+
+    def write(name: str, steps: range) -> Path:
+        path = tmp_path / name
+        n = len(steps)
+        path.write_text("".join(json.dumps({"step": s, "loss": 4.0 - 2.0 * i / n}) + "\n"
+                                for i, s in enumerate(steps)), encoding="utf-8")
+        return path
+
+    base = write("base.jsonl", range(1, 51))
+    runs_ = [write("run_a.jsonl", range(100, 5001, 100)), write("run_b.jsonl", range(40, 2001, 40))]
+    outcome, runs = compare_with_runs(base, runs_, Config())
+    assert [r.comparison["axis"] for r in outcome.reports] == ["fraction", "fraction"]
+    (overview,) = [s for s in parse(to_html(outcome, runs)).iter("section") if "overview" in s.classes()]
+    loss = charts(overview)["loss"]
+    assert loss.attrs["data-x-domain"] == "2 100"  # percent of each schedule: 1/50, 40/2000, 100/5000 .. 100%
+    assert "% of each run's schedule" in [t.all_text() for t in loss.iter("text")]
+    for g in (g for g in loss.iter("g") if "curve" in g.classes()):
+        assert polyline_points(loss, g.attrs["class"].split()[1])[-1][0] == pytest.approx(x_of(loss, 100), abs=0.01)
+
+
+def test_comparison_section_is_a_table_and_a_sentence(tmp_path, capsys):
+    code, page = cli_page(tmp_path, "compare", "fixtures/hf_runs/healthy", "fixtures/hf_runs/lr_zero")
+    capsys.readouterr()
+    assert code == 1
+    (section,) = parse(page).find_all("section", data_path="fixtures/hf_runs/lr_zero/trainer_state.json")
+    (div,) = [d for d in section.iter("div") if "comparison" in d.classes()]
+    (prose,) = list(div.iter("p"))
+    assert prose.all_text() == ("The run was compared with the baseline over steps 1-100, the steps both logs "
+                                "cover. Compared over steps 1-100 only: the baseline's loss goes on to step 200.")
+    (table,) = list(div.iter("table"))
+    assert table_rows(table, "thead") == [["", "run", "baseline", "run / baseline"]]
+    assert table_rows(table) == [
+        ["loss level at the start of the span", "4.171", "4.16", "1.00x"],
+        ["loss level at the end of the span", "4.172", "1.358", "3.07x"],
+        ["lowest loss level (floor)", "4.17", "1.358", "3.07x"],
+        ["loss change over the span", "+0.1%", "-67.4%", "–"],
+        ["last logged step", "100", "200", "–"],
+        ["verdict judged alone", "FAIL", "PASS", "–"],
+    ]
+    assert "baseline_end_level" not in div.all_text() and "_" not in div.all_text()  # no key/value dump
+
+
+def test_marker_labels_never_overlap_on_real_pages(tmp_path, capsys):
+    pages = [doctor_page(DIVERGES), doctor_page(Path("fixtures/hf_runs/nan_loss")),
+             cli_page(tmp_path, "compare", "fixtures/hf_runs/healthy", "fixtures/hf_runs/lr_zero",
+                      "fixtures/hf_runs/lr_hot_diverges")[1]]
+    capsys.readouterr()
+    crowded = 0
+    for page in pages:
+        for svg in parse(page).iter("svg"):
+            boxes = label_boxes(svg)
+            assert overlapping(boxes) == [], svg.attrs["data-series"]
+            width = float(svg.attrs["viewbox"].split()[2])
+            assert all(0 <= b[0] and b[2] <= width and b[1] >= 0 for b in boxes)
+            crowded += len(boxes) >= 5
+    assert crowded >= 2  # the test met charts with many labels
+
+
+def test_marker_labels_never_overlap_however_crowded():
+    import random
+
+    from trainproof_lsp.core.model import Level, Series
+    from trainproof_lsp.output.html import _Line, _Mark, chart_svg
+
+    rng = random.Random(6)
+    rules = ["TP-DIVERGE", "TP-LOSS-SPIKE-UNRECOVERED", "TP-FLOOR-RATIO", "TP-DEAD-RUN", "TP-AT-CHANCE"]
+    roles = ["", "best", "end", "related", "baseline floor", "first/last"]
+    for trial in range(60):
+        n = rng.choice([5, 50, 5000])
+        s = Series("loss", "loss", range(1, n + 1), [rng.uniform(1, 5) for _ in range(n)], range(n))
+        marks = [_Mark(rule=rng.choice(rules), level=Level.FAIL, step=rng.choice([1, n, rng.randint(1, n)]),
+                       role=rng.choice(roles), on_baseline=False, message="m") for _ in range(rng.randint(1, 25))]
+        svg = next(parse(chart_svg("c", "loss", [_Line(label="run", series=s, css="run")], marks)).iter("svg"))
+        boxes = label_boxes(svg)
+        assert len(boxes) == len(marks)
+        assert overlapping(boxes) == [], trial
+        assert all(0 <= b[0] and b[2] <= 560 and b[1] >= 0 for b in boxes), trial
+        plot_top = float(svg.attrs["data-y-range"].split()[1])
+        assert max(b[3] for b in boxes) <= plot_top  # labels sit above the plot
 
 
 if __name__ == "__main__" and "--update" in sys.argv:

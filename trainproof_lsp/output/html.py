@@ -23,7 +23,8 @@ from ..core.model import (EVAL_LOSS, GRAD_NORM, LOSS, LR, Finding, Level, Locati
                     Verdict)
 from ..rules import BY_ID
 from ..rules.compare import schedule_length
-from .render import _where as where, ranking_table
+from .levels import PLACERS, judged_series, level_spans
+from .render import _RANK_ORDER, _negated, _pct, _ratio, _where as where
 
 # The curves a page draws, in this order, with the name a reader knows them by.
 CHARTED = (LOSS, EVAL_LOSS, LR, GRAD_NORM)
@@ -50,7 +51,8 @@ PLOT_HEIGHT = 170.0
 LANE = 13.0  # one row of marker labels above the plot
 RAIL = 16.0  # the strip above the plot where NaN/Inf points are marked
 AXIS_BELOW = 34.0
-CHAR_WIDTH = 6.0  # 10px monospace; places marker labels in non-overlapping rows
+CHAR_WIDTH = 6.0  # 10px monospace (0.6 em a glyph); a label's textLength is its length times this
+LABEL_GAP = 8.0  # the least space between two labels in one row
 
 # Overlaid runs in a comparison overview: fixed order, none of them a level colour.
 PALETTE = ("#1f77b4", "#2ca02c", "#ff7f0e", "#17becf", "#8c564b", "#bcbd22", "#e377c2", "#7f7f7f")
@@ -183,6 +185,26 @@ class _Mark:
         return " ".join(p for p in (self.rule, who + self.role, f"@{self.step}") if p.strip())
 
 
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """A level one or more findings judged (a window median), drawn as a horizontal line
+    over the steps of its window."""
+
+    judged: tuple[tuple[str, str], ...]  # (rule ID, what the level is to it: "end level", ...)
+    level: Level  # the worst level among the findings that judged it
+    value: float
+    first_step: int
+    last_step: int
+    points: int
+
+    @property
+    def label(self) -> str:
+        span = f"step {self.first_step}" if self.first_step == self.last_step else \
+            f"steps {self.first_step}-{self.last_step}"
+        who = " and ".join(f"{rule} {name}" for rule, name in self.judged)
+        return f"{who} {_num(self.value)}: median of {span} ({self.points} point{'s' if self.points != 1 else ''})"
+
+
 class _StepIndex:
     """Where a finding's locations fall on a run's steps: location -> record -> step.
     Built on first use: only pages with findings pay for it."""
@@ -302,13 +324,13 @@ def _thin(xs: list[float], ys: list[float], px: float) -> tuple[list[float], lis
 
 
 def _lanes(items: list[tuple[float, float]]) -> list[int]:
-    """A label row for each (left, right) extent so that labels in a row do not overlap;
-    items are placed in the order given."""
+    """A label row for each (left, right) extent so that labels in a row are at least
+    LABEL_GAP apart; items are placed in the order given, each in the first row it fits."""
     rights: list[float] = []
     out = []
     for left, right in items:
         for lane, end in enumerate(rights):
-            if end + 12 <= left:
+            if end + LABEL_GAP <= left:
                 rights[lane] = right
                 out.append(lane)
                 break
@@ -316,6 +338,13 @@ def _lanes(items: list[tuple[float, float]]) -> list[int]:
             rights.append(right)
             out.append(len(rights) - 1)
     return out
+
+
+def _label_left(mx: float, width: float) -> float:
+    """Where a mark's label starts: right of its line when it fits before the plot's right
+    edge, else ending left of it; kept inside the chart either way."""
+    left = mx + 3 if mx + 3 + width <= PLOT_RIGHT else mx - 3 - width
+    return min(max(2.0, left), WIDTH - 2.0 - width)
 
 
 def _value_at(line: _Line, step: int) -> float | None:
@@ -327,10 +356,12 @@ def _value_at(line: _Line, step: int) -> float | None:
 
 
 def chart_svg(cid: str, series_name: str, lines: Sequence[_Line], marks: Sequence[_Mark], *,
-              band: tuple[float, float] | None = None, x_label: str = "step") -> str:
+              band: tuple[float, float] | None = None, x_label: str = "step",
+              levels: Sequence[_Level] = ()) -> str:
     """One curve (or overlaid curves) as an <svg>: log y when the values span orders of
     magnitude, NaN/Inf points as marks on a rail above the plot (never joined by lines),
-    each mark a labelled vertical line at its step with a dot on the curve."""
+    each level a rule judged a thick line over its window (on the run's steps), each
+    mark a labelled vertical line at its step with a dot on the curve."""
     title = SERIES_TITLES.get(series_name, series_name)
     main = lines[-1]  # the run; a baseline is drawn first, under it
     base = lines[0] if len(lines) > 1 and lines[0].css == "base" else None
@@ -347,16 +378,16 @@ def chart_svg(cid: str, series_name: str, lines: Sequence[_Line], marks: Sequenc
     def px(xv: float) -> float:
         return PLOT_LEFT + x.frac(xv) * (PLOT_RIGHT - PLOT_LEFT)
 
-    # Marker labels: rows above the plot, anchored toward the plot's inside.
+    # Marker labels: rows above the plot, each label's box fixed by textLength so the
+    # rows computed here are the boxes a browser draws, whatever monospace font it has.
     placed = []
     for m in sorted(marks, key=lambda m: (m.step, m.on_baseline, m.rule, m.role)):
         line = base if m.on_baseline and base else main
         mx = px(m.step * line.scale)
         w = len(m.label) * CHAR_WIDTH
-        anchor_end = mx + 3 + w > PLOT_RIGHT
-        left = mx - 3 - w if anchor_end else mx + 3
-        placed.append((m, line, mx, anchor_end, left, left + w))
-    lanes = _lanes([(p[4], p[5]) for p in placed])
+        left = _label_left(mx, w)
+        placed.append((m, line, mx, left, left + w))
+    lanes = _lanes([(p[3], p[4]) for p in placed])
     n_lanes = max(lanes) + 1 if lanes else 0
     top = 8.0 + n_lanes * LANE
     rail_y = top + RAIL / 2
@@ -374,7 +405,7 @@ def chart_svg(cid: str, series_name: str, lines: Sequence[_Line], marks: Sequenc
            f'data-y-scale="{scale_word}" data-y-domain="{_exact(y.lo)} {_exact(y.hi)}" '
            f'data-y-range="{_c(plot_bottom)} {_c(plot_top)}">']
     out.append(f'<title id="{cid}-t">{escape(title)} ({scale_word} scale) over {escape(x_label)}s</title>')
-    out.append(f'<desc id="{cid}-d">{escape(_describe(title, lines, marks, y, nonfinite))}</desc>')
+    out.append(f'<desc id="{cid}-d">{escape(_describe(title, lines, marks, y, nonfinite, levels))}</desc>')
     out.append(f'<rect class="plot" x="{_c(PLOT_LEFT)}" y="{_c(plot_top)}" width="{_c(PLOT_RIGHT - PLOT_LEFT)}" '
                f'height="{_c(PLOT_HEIGHT)}"/>')
     if band:
@@ -411,6 +442,23 @@ def chart_svg(cid: str, series_name: str, lines: Sequence[_Line], marks: Sequenc
         out.append('</g>')
     out.append('</g>')
 
+    if levels:
+        out.append('<g class="levels">')
+        for lv in levels:
+            if y.log and lv.value <= 0:  # (a median of positive points never is)
+                continue
+            a, b = px(lv.first_step * main.scale), px(lv.last_step * main.scale)
+            if b - a < 8:  # a window of one or two points: still a visible bar
+                a, b = (a + b) / 2 - 4, (a + b) / 2 + 4
+            at = _c(py(lv.value))
+            out.append(f'<g class="level {lv.level.name.lower()}" '
+                       f'data-rules="{escape(" ".join(rule for rule, _ in lv.judged))}" '
+                       f'data-names="{escape("/".join(name for _, name in lv.judged))}" data-value="{_exact(lv.value)}" '
+                       f'data-steps="{lv.first_step} {lv.last_step}"><title>{escape(lv.label)}</title>'
+                       f'<line class="halo" x1="{_c(a)}" y1="{at}" x2="{_c(b)}" y2="{at}"/>'
+                       f'<line x1="{_c(a)}" y1="{at}" x2="{_c(b)}" y2="{at}"/></g>')
+        out.append('</g>')
+
     if nonfinite:
         out.append(f'<g class="rail"><text class="label" x="{_c(PLOT_LEFT - 6)}" y="{_c(rail_y + 3.5)}" '
                    f'text-anchor="end">NaN/Inf</text>')
@@ -429,7 +477,7 @@ def chart_svg(cid: str, series_name: str, lines: Sequence[_Line], marks: Sequenc
         out.append('</g>')
 
     out.append('<g class="markers">')
-    for (m, line, mx, anchor_end, left, _right), lane in zip(placed, lanes):
+    for (m, line, mx, left, right), lane in zip(placed, lanes):
         ly = 8.0 + lane * LANE + 9.0
         value = _value_at(line, m.step)
         dot = ""
@@ -437,13 +485,12 @@ def chart_svg(cid: str, series_name: str, lines: Sequence[_Line], marks: Sequenc
             dot = f'<circle cx="{_c(mx)}" cy="{_c(py(value))}" r="3.5"/>'
         elif value is not None:
             dot = f'<circle cx="{_c(mx)}" cy="{_c(rail_y)}" r="3.5"/>'
-        label_x = mx - 3 if anchor_end else mx + 3
         out.append(
             f'<g class="marker {m.level.name.lower()}" data-rule="{escape(m.rule)}" data-step="{m.step}" '
             f'data-role="{escape(m.role)}" data-line="{line.css}">'
             f'<title>{escape(m.label)} ({m.level.value}): {escape(m.message)}</title>'
             f'<line x1="{_c(mx)}" y1="{_c(ly + 2)}" x2="{_c(mx)}" y2="{_c(plot_bottom)}"/>{dot}'
-            f'<text x="{_c(label_x)}" y="{_c(ly)}" text-anchor="{"end" if anchor_end else "start"}">'
+            f'<text x="{_c(left)}" y="{_c(ly)}" textLength="{_c(right - left)}" lengthAdjust="spacingAndGlyphs">'
             f'{escape(m.label)}</text></g>')
     out.append('</g></svg>')
     return "\n".join(out)  # an element a line: a golden page's diff reads like code
@@ -473,7 +520,7 @@ def _segments(line: _Line) -> Iterator[tuple[list[float], list[float]]]:
 
 
 def _describe(title: str, lines: Sequence[_Line], marks: Sequence[_Mark], y: _Axis,
-              nonfinite: list[tuple[_Line, int, float]]) -> str:
+              nonfinite: list[tuple[_Line, int, float]], levels: Sequence[_Level] = ()) -> str:
     parts = []
     for ln in lines:
         s = ln.series
@@ -489,6 +536,8 @@ def _describe(title: str, lines: Sequence[_Line], marks: Sequence[_Mark], y: _Ax
     if nonfinite:
         parts.append(f"{len(nonfinite)} non-finite (NaN/Inf) point(s), first at step {nonfinite[0][1]}, "
                      "marked above the plot and not joined by lines")
+    if levels:
+        parts.append("levels judged: " + ", ".join(lv.label for lv in levels))
     if marks:
         parts.append("marked: " + ", ".join(f"{m.label} ({m.level.value})" for m in marks))
     return "; ".join(parts) + "."
@@ -511,13 +560,21 @@ section.v-pass{border-left-color:#2e7d32}section.v-not-checked{border-left-color
 .badge.fail{background:#c62828}.badge.warn{background:#b26a00}.badge.pass{background:#2e7d32}
 .badge.not-checked,.badge.info{background:#6b7280}
 .meta{margin:4px 0;color:var(--vscode-descriptionForeground,#555);font-size:12px;word-break:break-all}
-.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(460px,1fr));gap:12px;margin-top:10px}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(460px,100%),1fr));gap:12px;margin-top:10px}
+.scroll{overflow-x:auto;max-width:100%}
+caption{text-align:left;font-size:12px;padding:4px 0;color:var(--vscode-descriptionForeground,#555)}
+table.comparison{width:auto;min-width:50%}table.comparison td{text-align:right}
+table.ranking td,table.ranking th{white-space:nowrap}table.ranking td.loc{white-space:normal;min-width:16em}
+table.ranking td.ids{white-space:normal;min-width:14em}p.ranking{font-size:12px;margin:10px 0 0}
 figure{margin:0;background:#fff;border:1px solid #dde0e4;border-radius:4px;padding:6px 6px 0;color:#1d1d1f}
 figcaption{font-size:13px;font-weight:600;padding:0 4px}
 .key{display:inline-block;width:18px;height:0;border-top:2px solid #1f77b4;vertical-align:middle;margin:0 4px 0 10px}
 .key.base{border-top:2px dashed #555}
-ul.legend{list-style:none;margin:0;padding:0 4px 6px;font-size:12px;word-break:break-all}
+ul.legend{list-style:none;margin:0;padding:0 4px 6px;font-size:12px;overflow-wrap:anywhere}
 ul.legend .key{margin-left:0}
+ul.legend.levels li{margin:1px 0}
+.key.level{height:3px;border-top:0;background:#1565c0;width:14px}
+li.fail .key.level{background:#c62828}li.warn .key.level{background:#b26a00}
 svg.chart{width:100%;height:auto;display:block}
 svg.chart text{font:10px ui-monospace,monospace;fill:#333}
 svg.chart .plot{fill:#fff;stroke:#c9ccd1}
@@ -530,6 +587,8 @@ svg.chart .base .line{stroke:#555;stroke-dasharray:5 3;stroke-width:1.4}
 svg.chart .base .lone{fill:#555}
 svg.chart .nonfinite path{stroke:#8e24aa;stroke-width:2;fill:none}
 svg.chart .nonfinite path.fill{fill:#8e24aa;stroke:none}
+svg.chart .level line{stroke-width:3;stroke-linecap:butt}svg.chart .level line.halo{stroke:#fff;stroke-width:6}
+svg.chart .level.fail line:not(.halo){stroke:#c62828}svg.chart .level.warn line:not(.halo){stroke:#b26a00}
 svg.chart .marker line{stroke-width:1.2;stroke-dasharray:3 2}
 svg.chart .marker circle{stroke:#fff;stroke-width:1.2}
 svg.chart .marker text{font-weight:700;paint-order:stroke;stroke:#fff;stroke-width:3px;stroke-linejoin:round}
@@ -548,6 +607,12 @@ td.lvl{white-space:nowrap}td.steps{font-family:ui-monospace,monospace;font-size:
 .ev{font-family:ui-monospace,monospace;font-size:11px;color:var(--vscode-descriptionForeground,#555);margin-top:2px}
 ul.related{margin:2px 0 0;padding-left:18px;font-size:12px}
 .nocurves{color:var(--vscode-descriptionForeground,#555);font-style:italic}
+@media (max-width:700px){
+ body{padding:8px}section.report{padding:8px}
+ table.findings{table-layout:auto}
+ table.findings th:nth-child(n){width:auto}
+ table.findings code{word-break:break-all}
+}
 pre{font-size:12px;overflow-x:auto;background:#fff;color:#1d1d1f;border:1px solid #dde0e4;padding:8px}
 """
 
@@ -589,7 +654,11 @@ def to_html(outcome: Outcome, runs: Mapping[str, Run] | None = None) -> str:
     if outcome.error:
         body.append(f'<p class="error"><strong>error:</strong> {escape(outcome.error)}</p>')
     body.extend(_overviews(outcome.reports, runs))
-    for n, report in enumerate(outcome.reports, 1):
+    # Curves first: the reports with a run to draw (its loss, learning rate and gradient
+    # norm), then those without (tokenizers, datasets, checkpoints, unreadable logs), each
+    # group in the outcome's order.
+    drawn = [r for r in outcome.reports if r.artefact.path in runs]
+    for n, report in enumerate(drawn + [r for r in outcome.reports if r.artefact.path not in runs], 1):
         body.append(_report_section(f"r{n}", report, runs, index))
     if outcome.not_judged:
         body.append("<section><h3>Not judged</h3><ul>" + "".join(
@@ -625,6 +694,12 @@ def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index: Callabl
                    + (f" (judged alone: {escape(str(alone))})" if alone else "")
                    + (f"; aligned on the {escape(str(comparison.get('axis')))} axis" if comparison.get("axis") else "")
                    + "</p>")
+    if comparison.get("common_note"):  # the common span ends before a run does
+        out.append(f'<p class="reason common-span">{escape(str(comparison["common_note"]))}</p>')
+    if r.reason:
+        out.append(f'<p class="reason"><strong>{escape(v)}:</strong> {escape(r.reason)}</p>')
+
+    out.append(_charts(rid, r, run, base_run, comparison, index))
     if r.segments:  # a log of appended runs: each run judged on its own
         out.append(f'<table class="segments"><caption>{len(r.segments)} runs appended in this log, each judged '
                    "on its own</caption><thead><tr><th>run</th><th>lines</th><th>steps</th><th>points</th>"
@@ -635,12 +710,6 @@ def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index: Callabl
                        + f'</td><td class="mono">{g.first_step}-{g.last_step}</td><td>{g.points}</td>'
                        f"<td>{_badge(g.verdict.value)}</td><td>{escape(', '.join(g.findings)) or '–'}</td></tr>"
                        for g in r.segments) + "</tbody></table>")
-    if comparison.get("common_note"):  # the common span ends before a run does
-        out.append(f'<p class="reason common-span">{escape(str(comparison["common_note"]))}</p>')
-    if r.reason:
-        out.append(f'<p class="reason"><strong>{escape(v)}:</strong> {escape(r.reason)}</p>')
-
-    out.append(_charts(rid, r, run, base_run, comparison, index))
 
     marks_of = {}
     if run is not None:
@@ -649,7 +718,7 @@ def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index: Callabl
             marks_of[i] = finding_marks(f, index(run), base_index)
     out.append(f"<h3>Findings ({len(r.findings)})</h3>")
     if r.findings:
-        out.append('<table class="findings"><thead><tr><th>level</th><th>rule</th><th>step(s)</th>'
+        out.append('<div class="scroll"><table class="findings"><thead><tr><th>level</th><th>rule</th><th>step(s)</th>'
                    "<th>what it found</th><th>where</th></tr></thead><tbody>")
         for i, f in enumerate(r.findings):
             steps = "<br>".join(escape(m.label.removeprefix(f.id).strip()) for m in marks_of.get(i, []))
@@ -662,14 +731,12 @@ def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index: Callabl
                 f"<td>{escape(f.message)}" + (f'<div class="ev">{escape(ev)}</div>' if ev else "")
                 + (f'<ul class="related">{rel}</ul>' if rel else "")
                 + f'</td><td class="loc">{escape(_where(f.location))}</td></tr>')
-        out.append("</tbody></table>")
+        out.append("</tbody></table></div>")
     else:
         out.append("<p>No findings.</p>")
 
     if comparison:
-        out.append("<h3>Comparison</h3><table class=\"comparison\"><tbody>" + "".join(
-            f"<tr><th>{escape(k)}</th><td class=\"mono\">{escape(_num(comparison[k]))}</td></tr>"
-            for k in sorted(comparison)) + "</tbody></table>")
+        out.append(_comparison_html(comparison))
 
     ran = [c.group for c in r.checks if c.ran]
     skipped = [c for c in r.checks if not c.ran]
@@ -681,6 +748,108 @@ def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index: Callabl
             + "</tbody></table>")
     out.append("</section>")
     return "\n".join(out)
+
+
+# The comparison's numbers as table rows: (label, the run's key, the baseline's key, the
+# ratio's key, how a value is printed). Keys a row does not name are listed after them.
+_COMPARISON_ROWS: tuple[tuple[str, str | None, str | None, str | None, str], ...] = (
+    ("loss level at the start of the span", "run_start_level", "baseline_start_level", "start_ratio", "num"),
+    ("loss level at the end of the span", "run_end_level", "baseline_end_level", "end_ratio", "num"),
+    ("lowest loss level (floor)", "run_floor", "baseline_floor", "floor_ratio", "num"),
+    ("loss change over the span", "run_improvement", "baseline_improvement", None, "change"),
+    ("best eval loss", None, None, "eval_best_ratio", "num"),
+    ("last eval loss", None, None, "eval_end_ratio", "num"),
+    ("last logged step", "run_last_step", "baseline_last_step", None, "num"),
+    ("verdict judged alone", "run_verdict", "baseline_verdict", None, "verdict"),
+)
+# Keys the sentence above the table says.
+_COMPARISON_PROSE = ("axis", "common_from", "common_to", "common_note")
+
+
+def _span_words(comparison: Mapping[str, object]) -> str:
+    lo, hi = comparison.get("common_from"), comparison.get("common_to")
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+        return "over the span both logs cover"
+    if comparison.get("axis") == "fraction":
+        return f"over {lo:.0%}-{hi:.0%} of each run's schedule (their schedules differ)"
+    return f"over steps {_num(lo)}-{_num(hi)}, the steps both logs cover"
+
+
+def _comparison_html(comparison: Mapping[str, object]) -> str:
+    """The comparison's numbers as a sentence and a run | baseline | ratio table, not a
+    dump of keys."""
+    def cell(key: str | None, how: str) -> str:
+        if key is None or comparison.get(key) is None:
+            return '<td class="mono">–</td>'
+        v = comparison[key]
+        if how == "change":
+            return f'<td class="mono">{escape(_pct(_negated(v)))}</td>'
+        if how == "verdict":
+            return f"<td>{_badge(str(v))}</td>"
+        return f'<td class="mono">{escape(_num(v))}</td>'
+
+    def ratio(key: str | None) -> str:
+        return f'<td class="mono">{escape(_ratio(comparison.get(key)))}</td>' if key else '<td class="mono">–</td>'
+
+    rows, named = [], set(_COMPARISON_PROSE)
+    for label, run_key, base_key, ratio_key, how in _COMPARISON_ROWS:
+        keys = [k for k in (run_key, base_key, ratio_key) if k is not None]
+        named.update(keys)
+        if all(comparison.get(k) is None for k in keys):
+            continue  # no eval loss on both sides: no eval rows
+        rows.append(f'<tr data-row="{escape(label)}"><th scope="row">{escape(label)}</th>'
+                    f"{cell(run_key, how)}{cell(base_key, how)}{ratio(ratio_key)}</tr>")
+    for key in sorted(set(comparison) - named):  # a number added later is shown, not lost
+        rows.append(f'<tr data-row="{escape(key)}"><th scope="row">{escape(key.replace("_", " "))}</th>'
+                    f'<td class="mono" colspan="3">{escape(_num(comparison[key]))}</td></tr>')
+    prose = f"The run was compared with the baseline {escape(_span_words(comparison))}."
+    if comparison.get("common_note"):
+        prose += f" {escape(str(comparison['common_note']).capitalize())}."
+    return ('<h3>Comparison</h3><div class="comparison">'
+            f'<p class="comparison-summary">{prose}</p>'
+            '<table class="comparison"><thead><tr><th></th><th scope="col">run</th><th scope="col">baseline</th>'
+            '<th scope="col">run / baseline</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table></div>")
+
+
+def _ranking_html(group: Sequence[Report]) -> str:
+    """The runs compared with one baseline, ranked as the text output ranks them: PASS,
+    WARN, FAIL, then by end ratio (lower is better); NOT-CHECKED last, unranked."""
+    def key(r: Report) -> tuple[int, float, str]:
+        end = (r.comparison or {}).get("end_ratio")
+        return (_RANK_ORDER[r.verdict], end if isinstance(end, (int, float)) else math.inf, r.artefact.path)
+
+    ordered = sorted(group, key=key)
+    alone = {(r.comparison or {}).get("baseline_verdict") for r in ordered} - {None}
+    axes = {(r.comparison or {}).get("axis") for r in ordered} - {None}
+    at = "fractions of each run's schedule" if axes == {"fraction"} else "steps" if axes == {"step"} else \
+        "steps (or fractions of the schedule, where the schedules differ)"
+    caption = (f"Ranking. Ratios are run / baseline at the same {at}; a loss change is the fall (-) or "
+               "rise (+) over the span both cover" + (f"; the baseline judged alone: {alone.pop()}" if len(alone) == 1
+                                                     else ""))
+    rows, rank = [], 0
+    for r in ordered:
+        c: Mapping[str, object] = r.comparison or {}
+        path = escape(r.artefact.path)
+        if r.verdict is Verdict.NOT_CHECKED:
+            rows.append(f'<tr data-rank="" data-path="{path}"><td>–</td><td>{_badge(r.verdict.value)}</td>'
+                        f'<td class="loc">{path}</td><td colspan="7">{escape(r.reason)}</td></tr>')
+            continue
+        rank += 1
+        ids = sorted({f.id for f in r.findings if f.level in (Level.FAIL, Level.WARN)})
+        note = f'<div class="ev">{escape(str(c["common_note"]))}</div>' if c.get("common_note") else ""
+        rows.append(
+            f'<tr data-rank="{rank}" data-path="{path}"><td>{rank}</td><td>{_badge(r.verdict.value)}</td>'
+            f'<td class="loc">{path}{note}</td>'
+            + "".join(f'<td class="mono">{escape(x)}</td>' for x in (
+                _ratio(c.get("end_ratio")), _ratio(c.get("floor_ratio")), _pct(_negated(c.get("run_improvement"))),
+                _pct(_negated(c.get("baseline_improvement"))), _ratio(c.get("eval_best_ratio")),
+                _ratio(c.get("eval_end_ratio"))))
+            + f'<td class="mono ids">{escape(" ".join(ids)) or "–"}</td></tr>')
+    return (f'<p class="ranking">{escape(caption)}</p><div class="scroll"><table class="ranking"><thead><tr>'
+            + "".join(f'<th scope="col">{h}</th>' for h in (
+                "#", "verdict", "run", "end ratio", "floor ratio", "loss change", "baseline's loss change",
+                "eval best ratio", "eval end ratio", "FAIL/WARN findings"))
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
 def _baseline_scale(run: Run, base: Run, comparison: Mapping[str, object]) -> float:
@@ -711,6 +880,7 @@ def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparis
         name = _chart_series(f)
         if name is not None:
             by_series.setdefault(name, []).extend(finding_marks(f, index(run), base_index))
+    levels_of = _levels(r.findings, run)
     figures, missing = [], []
     for name in CHARTED:
         series = run.get(name)
@@ -730,12 +900,47 @@ def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparis
             caption += ('<span class="key"></span>run' if series is not None else " (the run logs none)")
             caption += '<span class="key base"></span>baseline'
         x_label = "step" if scale == 1.0 else "step (baseline rescaled to the run's schedule)"
+        levels = levels_of.get(name, []) if series is not None else []
+        legend = "".join(f'<li class="{lv.level.name.lower()}"><span class="key level"></span>{escape(lv.label)}</li>'
+                         for lv in levels)
         figures.append(f'<figure data-series="{name}"><figcaption>{caption}</figcaption>'
-                       + chart_svg(f"{rid}-{name}", name, lines, marks, band=band, x_label=x_label) + "</figure>")
+                       + chart_svg(f"{rid}-{name}", name, lines, marks, band=band, x_label=x_label, levels=levels)
+                       + (f'<ul class="legend levels">{legend}</ul>' if legend else "") + "</figure>")
     out = "<div class=\"charts\">\n" + "\n".join(figures) + "\n</div>"
     if missing:
         out += f'<p class="nocurves">not in the log: {escape(", ".join(missing))}</p>'
     return out
+
+
+def _levels(findings: Sequence[Finding], run: Run) -> dict[str, list[_Level]]:
+    """The levels the FAIL/WARN findings judged, by the charted series they were judged
+    on; one level that several findings judged (TP-DIVERGE's and TP-DEAD-RUN's end
+    level) is one line naming them all."""
+    merged: dict[tuple[str, float, int, int], tuple[list[tuple[str, str]], Level, int]] = {}
+    for f in findings:
+        if f.level not in (Level.FAIL, Level.WARN) or f.id not in PLACERS:
+            continue
+        name = judged_series(f)
+        if name not in CHARTED:
+            continue
+        for sp in level_spans(f, run.get(name)):
+            key = (name, sp.value, sp.first_step, sp.last_step)
+            judged, worst, points = merged.get(key, ([], f.level, sp.hi - sp.lo + 1))
+            judged.append((f.id, sp.name))
+            merged[key] = (judged, Level.FAIL if Level.FAIL in (worst, f.level) else worst, points)
+    out: dict[str, list[_Level]] = {}
+    for (name, value, first, last), (judged, level, points) in merged.items():
+        out.setdefault(name, []).append(_Level(judged=tuple(judged), level=level, value=value,
+                                               first_step=first, last_step=last, points=points))
+    return out
+
+
+def _overview_scale(run: Run, by_fraction: bool) -> float:
+    return 100.0 / schedule_length(run) if by_fraction else 1.0
+
+
+def _steps_of(s: Series) -> str:
+    return f" (steps {min(s.steps)}-{max(s.steps)})" if len(s) else ""
 
 
 def _overviews(reports: Sequence[Report], runs: Mapping[str, Run]) -> list[str]:
@@ -752,18 +957,22 @@ def _overviews(reports: Sequence[Report], runs: Mapping[str, Run]) -> list[str]:
         members = [(r, runs[r.artefact.path]) for r in group if r.artefact.path in runs]
         if base is None or len(members) < 2:
             continue
+        # One axis for all: the step when every run was compared step for step (the axis
+        # spans the first to the last step any of them logged); when any was aligned on the
+        # fraction of its schedule, the percent of each one's schedule (0-100 for all).
+        by_fraction = any((r.comparison or {}).get("axis") == "fraction" for r, _ in members)
+        x_label = "% of each run's schedule" if by_fraction else "step"
         figures = []
         for name in (LOSS, EVAL_LOSS):
             base_series = base.get(name)
-            lines = [_Line(label=f"baseline {base.path}", series=base_series, css="base")] if base_series else []
+            lines = [_Line(label=f"baseline {base.path}{_steps_of(base_series)}", series=base_series, css="base",
+                           scale=_overview_scale(base, by_fraction))] if base_series else []
             for i, (r, run) in enumerate(members):
                 s = run.get(name)
                 if s is None:
                     continue
-                comparison: Mapping[str, object] = r.comparison or {}
-                scale = 1.0 / _baseline_scale(run, base, comparison)
-                lines.append(_Line(label=f"{r.verdict.value} {run.path}", series=s, css=f"c{i}",
-                                   color=PALETTE[i % len(PALETTE)], scale=scale))
+                lines.append(_Line(label=f"{r.verdict.value} {run.path}{_steps_of(s)}", series=s, css=f"c{i}",
+                                   color=PALETTE[i % len(PALETTE)], scale=_overview_scale(run, by_fraction)))
             if len(lines) < 2:
                 continue
             keys = "".join(f'<li><span class="key{" base" if ln.css == "base" else ""}"'
@@ -771,11 +980,10 @@ def _overviews(reports: Sequence[Report], runs: Mapping[str, Run]) -> list[str]:
                            + f'></span>{escape(ln.label)}</li>' for ln in lines)
             figures.append(f'<figure data-series="{name}"><figcaption>{SERIES_TITLES[name]}: runs over the '
                            'baseline</figcaption>'
-                           + chart_svg(f"o{g}-{name}", name, lines, [], x_label="baseline step")
+                           + chart_svg(f"o{g}-{name}", name, lines, [], x_label=x_label)
                            + f'<ul class="legend">{keys}</ul></figure>')
-        table = "\n".join(ranking_table(group)).strip("\n")
         out.append(f'<section class="overview" id="o{g}"><h2>Runs against baseline <code>{escape(base_path)}</code></h2>'
-                   f'<div class="charts">{"".join(figures)}</div><pre>{escape(table)}</pre></section>')
+                   f'<div class="charts">{"".join(figures)}</div>{_ranking_html(group)}</section>')
     return out
 
 
