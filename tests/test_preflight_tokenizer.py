@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,49 @@ def test_broken_tokenizer_json_is_not_checked_with_its_line(tmp_path):
     assert r.verdict is Verdict.NOT_CHECKED
     assert "tokenizer_config.json:3: invalid JSON" in r.reason
     assert r.findings[0].location.span.start_line == 2
+
+
+def test_added_token_lines_are_found_in_one_pass_at_10x_the_reported_size(tmp_path, monkeypatch):
+    # The audit's file: 8,000 added tokens after a 2 MB value took 14 s (a line search from
+    # the top per token). Here 80,000 after 20 MB: the ids' lines come from one pass, and
+    # the named keys' searches are as many as there are named keys, whatever the tokens.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from trainproof_lsp.readers import tokenizer as reader
+
+    n = 80_000
+    config = {"eos_token": "</s>", "padding_side": "x" * 20_000_000,
+              "added_tokens_decoder": {str(1000 + i): {"content": f"<t{i}>", "special": False} for i in range(n)}}
+    text = json.dumps(config, indent=2)
+    (tmp_path / "tokenizer_config.json").write_text(text)
+    passes = {"numbered": 0, "named": 0}
+    numbered, named = reader._numbered_key_lines, reader._line_of
+
+    def count_numbered(*args):
+        passes["numbered"] += 1
+        return numbered(*args)
+
+    def count_named(*args):
+        passes["named"] += 1
+        return named(*args)
+
+    monkeypatch.setattr(reader, "_numbered_key_lines", count_numbered)
+    monkeypatch.setattr(reader, "_line_of", count_named)
+    with ThreadPoolExecutor(1) as pool:  # a safety net only: a quadratic read would take hours
+        tok = pool.submit(read_tokenizer_dir, tmp_path).result(timeout=300)
+    assert passes == {"numbered": 1, "named": 1}  # eos_token's line; the 80,000 ids in one pass
+    assert len(tok.added_tokens) == n
+    lines = text.splitlines()
+    first, last = tok.added_tokens[0], tok.added_tokens[-1]
+    assert (first[0], first[1], first[2].line) == (1000, "<t0>", lines.index('    "1000": {'))
+    assert (last[0], last[1], last[2].line) == (1000 + n - 1, f"<t{n - 1}>", lines.index(f'    "{1000 + n - 1}": {{'))
+    assert tok.eos is not None and tok.eos.line == 1
+
+
+def test_each_added_token_keeps_the_line_of_its_own_id(tmp_path):
+    # The one-pass lookup gives each id the line of its first `"id":` key, as a search would.
+    (tmp_path / "tokenizer_config.json").write_text(
+        '{\n  "eos_token": "</s>",\n  "added_tokens_decoder": {\n    "5": {"content": "<a>"},\n'
+        '    "7": {"content": "<b>"},\n\n    "6": {"content": "<c>"}\n  }\n}\n')
+    tok = read_tokenizer_dir(tmp_path)
+    assert [(i, c, s.line) for i, c, s in tok.added_tokens] == [(5, "<a>", 3), (6, "<c>", 6), (7, "<b>", 4)]
