@@ -40,8 +40,10 @@ def test_valid_files_pass_with_every_check_run(name):
             "TP-PRE-NO-ASSISTANT", "TP-PRE-EMPTY-TEXT"} <= ran
     skipped = {c.group: c.reason for c in r.checks if not c.ran}
     tokens = "token lengths are counted by preflight --tokenizer DIR --max-len N"
-    assert skipped == {"TP-PRE-EVAL-OVERLAP": "judged on an eval file only (preflight --eval EVAL), against the training files",
-                       "TP-PRE-CONTEXT-OVERFLOW": tokens, "TP-PRE-NO-TRAINABLE-TOKENS": tokens,
+    eval_only = ("judged on an eval file only, against its training files (preflight --eval EVAL, or doctor on a "
+                 "folder where an eval/valid/test file pairs with a train file by name)")
+    assert skipped == {"TP-PRE-EVAL-OVERLAP": eval_only, "TP-PRE-EVAL-OVERLAP-SHARE": eval_only,
+                       "TP-PRE-EVAL-CONTAMINATED": eval_only, "TP-PRE-CONTEXT-OVERFLOW": tokens, "TP-PRE-NO-TRAINABLE-TOKENS": tokens,
                        "TP-PRE-CHAT-TEMPLATE-ERROR": tokens}
 
 
@@ -157,8 +159,11 @@ def test_eval_overlap_is_reported_on_the_eval_line_with_the_train_line():
     out = preflight([DATA / "valid_text.jsonl"], Config(), eval_path=DATA / "eval_overlaps_valid_text_line_2.jsonl")
     train, ev = out.reports
     assert train.verdict is Verdict.PASS
-    assert facts(ev) == [("TP-PRE-EVAL-OVERLAP", "WARN", 1, 0)]
-    (f,) = ev.findings
+    # one eval row of three is in train: the row, and the file's share (33% >= 5%; < 50%)
+    assert facts(ev) == [("TP-PRE-EVAL-OVERLAP", "WARN", 1, 0), ("TP-PRE-EVAL-OVERLAP-SHARE", "WARN", 1, 0)]
+    f, share = ev.findings
+    assert share.evidence == {"line": 2, "train_line": 4, "count": 1, "total": 3, "share": 1 / 3, "exact": 1,
+                              "near": 0}
     assert f.evidence == {"line": 2, "train_line": 4, "exact": True}
     assert f.related[0].location.path.endswith("valid_text.jsonl")
     assert f.related[0].location.span.start_line == 3
@@ -226,7 +231,11 @@ def test_cli_eval_and_tokenizer_flags(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert [r["artefact"]["kind"] for r in doc["reports"]] == ["dataset", "dataset", "tokenizer"]
     assert len([f for f in doc["reports"][1]["findings"] if f["id"] == "TP-PRE-EVAL-OVERLAP"]) == 5
-    assert doc["reports"][2]["verdict"] == "PASS" and code == 0
+    # the eval file is the training file: all 5 rows in train, the file-level FAIL (no WARN headline beside it)
+    assert [(f["id"], f["evidence"]["count"], f["evidence"]["total"]) for f in doc["reports"][1]["findings"]
+            if f["id"].endswith(("-SHARE", "-CONTAMINATED"))] == [("TP-PRE-EVAL-CONTAMINATED", 5, 5)]
+    assert doc["reports"][1]["verdict"] == "FAIL" and code == 1
+    assert doc["reports"][2]["verdict"] == "PASS"
 
 
 def test_doctor_judges_datasets_instead_of_listing_them(tmp_path, capsys):
@@ -291,7 +300,8 @@ def test_a_row_repeating_an_earlier_training_file_is_reported_on_the_later_row(t
     assert facts(c) == [("TP-PRE-DUPLICATE-ACROSS-FILES", "WARN", 0, 0)]
     assert c.findings[0].evidence == {"line": 1, "first_line": 2, "first_file": 2, "exact": False,
                                       "across_files_in_file": 1}
-    assert facts(e) == [("TP-PRE-EVAL-OVERLAP", "WARN", 0, 0)]
+    # its one row is in train: all of the eval file, so the file-level FAIL too
+    assert facts(e) == [("TP-PRE-EVAL-CONTAMINATED", "FAIL", 0, 0), ("TP-PRE-EVAL-OVERLAP", "WARN", 0, 0)]
     # one file alone: nothing earlier to repeat, and the check ran
     alone = judge_dataset(paths[1], Config())
     assert facts(alone) == [("TP-PRE-DUPLICATE-TEXT", "WARN", 4, 0)]

@@ -26,7 +26,8 @@ from ..core.model import Artefact, Check, Finding, Outcome, ReadError, Report, S
 from ..readers.dataset import DatasetScan, scan_dataset
 from ..readers import chat_template as ct
 from ..readers.tokenizer import read_tokenizer_dir
-from ..rules.dataset import ACROSS_FILES, DATASET_RULES, OVERLAP, OVERLAP_SKIP, DatasetContext, EarlierCopy
+from ..rules.dataset import (ACROSS_FILES, DATASET_RULES, EVAL_RULES, OVERLAP_SKIP, STANDS_DOWN, DatasetContext,
+                             EarlierCopy)
 from ..rules.tokenizer import QUIET_SKIPS, TEMPLATE_NO_EOS, TOKENIZER_RULES, TokenizerContext, special_tokens
 from ..readers.dataset import NOT_ALTERNATING as NOT_ALTERNATING_KIND
 from .base import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
@@ -164,7 +165,7 @@ def dataset_report(scan: DatasetScan, config: Config, *, train: Sequence[Dataset
     if scan.records == 0 and not scan.problems:
         reason = f"{scan.path}: no records ({scan.lines} line(s), {scan.blank_lines} blank)"
         return not_checked(scan.path, "dataset", artefact.format, reason)
-    rules = DATASET_RULES if train else tuple(r for r in DATASET_RULES if r is not OVERLAP)
+    rules = DATASET_RULES if train else tuple(r for r in DATASET_RULES if r not in EVAL_RULES)
     refused = lengths.template_errors if isinstance(lengths, TokenLengths) else \
         rendered.template_errors if isinstance(rendered, TemplateRendered) else ()
     findings, checks = run_rules(rules, scan, DatasetContext(train=tuple(train),
@@ -172,7 +173,10 @@ def dataset_report(scan: DatasetScan, config: Config, *, train: Sequence[Dataset
                                                              earlier_copies=tuple(earlier)),
                                  config)
     if not train:
-        checks.append(Check(group=OVERLAP.id, ran=False, reason=OVERLAP_SKIP))
+        checks.extend(Check(group=r.id, ran=False, reason=OVERLAP_SKIP) for r in EVAL_RULES)
+    fired = {f.id for f in findings}
+    # One headline per file: a share WARN is left out where its FAIL fired.
+    findings = [f for f in findings if STANDS_DOWN.get(f.id) not in fired]
     token_findings, token_checks = _token_rules(scan, config, lengths, max_len, rendered)
     findings.extend(token_findings)
     checks.extend(token_checks)

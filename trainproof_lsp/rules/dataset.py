@@ -7,8 +7,8 @@ rule decides the level and the words. The registry entries are the tuple DATASET
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
 
 from ..core.model import Hit, Level, Location, Related, Span
 from ..readers import dataset as ds
@@ -37,6 +37,19 @@ class DatasetContext:
     template_rejected: frozenset[int] = frozenset()
     # Rows repeating a row of an earlier training file of the same preflight, by line.
     earlier_copies: tuple[EarlierCopy, ...] = ()
+
+    # The eval rows found in `train`, by the eval scan's id (the scan kept beside them, so
+    # the id stays its own): found once for the three rules that read them.
+    _overlaps: dict[int, tuple[ds.DatasetScan, tuple["Overlap", ...]]] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def overlaps(self, scan: ds.DatasetScan) -> tuple["Overlap", ...]:
+        """The eval rows of `scan` found in `train` (TP-PRE-EVAL-OVERLAP and its two
+        file-level headlines read them; the search walks every training hash, which costs
+        about as much as the rest of the judgement, so it runs once)."""
+        if id(scan) not in self._overlaps:
+            self._overlaps[id(scan)] = (scan, find_overlaps(scan, self.train))
+        return self._overlaps[id(scan)][1]
 
 
 # Every rule here judges one dataset file's scan (readers/dataset.py).
@@ -324,34 +337,59 @@ skipped); shared prompts with different answers are not overlap.
 """
 
 
-OVERLAP_SKIP = "judged on an eval file only (preflight --eval EVAL), against the training files"
+OVERLAP_SKIP = ("judged on an eval file only, against its training files (preflight --eval EVAL, or doctor on "
+                "a folder where an eval/valid/test file pairs with a train file by name)")
 
 
-def check_overlap(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
-    train = getattr(ctx, "train", ())
-    if not train:
-        raise Skip(OVERLAP_SKIP)
+@dataclass(frozen=True, kw_only=True)
+class Overlap:
+    """An eval row that is also a row of a training file."""
+
+    line: int        # 0-based, in the eval file
+    path: str        # the training file that holds it first (the first file given wins)
+    train_line: int  # 0-based, in that file
+    exact: bool      # False: equal up to ASCII letter case and outer whitespace
+
+
+def find_overlaps(scan: ds.DatasetScan, train: Sequence[ds.DatasetScan]) -> tuple[Overlap, ...]:
+    """Every row of `scan` whose content a training file holds, in line order; an exact
+    copy is reported as such even when a near one comes earlier."""
     want_exact = {h for h in scan.exact if h}
     want_near = {h for h in scan.near if h}
     exact_at = _first_in_train(train, "exact", want_exact)
     near_at = _first_in_train(train, "near", want_near)
+    found = []
     for line, (e, n) in enumerate(zip(scan.exact, scan.near)):
         hit = exact_at.get(e) if e else None
         exact = hit is not None
         if hit is None:
             hit = near_at.get(n) if n else None
-        if hit is None:
-            continue
-        path, tline = hit
-        how = "exactly" if exact else "up to letter case or whitespace"
-        yield Hit(message=f"eval line {line + 1} appears in the training data {how} ({path}:{tline + 1})",
-                  evidence={"line": line + 1, "train_line": tline + 1, "exact": exact},
-                  location=_line_location(scan, line),
-                  related=(Related(location=Location(path=path, span=Span(tline, 0, tline, 0)),
-                                   message="the same row in the training data"),))
+        if hit is not None:
+            found.append(Overlap(line=line, path=hit[0], train_line=hit[1], exact=exact))
+    return tuple(found)
 
 
-def _first_in_train(train: tuple[ds.DatasetScan, ...], which: str, wanted: set[int]) -> dict[int, tuple[str, int]]:
+def _overlaps(scan: ds.DatasetScan, ctx: Any) -> tuple[Overlap, ...]:
+    train = getattr(ctx, "train", ())
+    if not train:
+        raise Skip(OVERLAP_SKIP)
+    return ctx.overlaps(scan) if isinstance(ctx, DatasetContext) else find_overlaps(scan, train)
+
+
+def _in_train(o: Overlap, message: str) -> Related:
+    return Related(location=Location(path=o.path, span=Span(o.train_line, 0, o.train_line, 0)), message=message)
+
+
+def check_overlap(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    for o in _overlaps(scan, ctx):
+        how = "exactly" if o.exact else "up to letter case or whitespace"
+        yield Hit(message=f"eval line {o.line + 1} appears in the training data {how} ({o.path}:{o.train_line + 1})",
+                  evidence={"line": o.line + 1, "train_line": o.train_line + 1, "exact": o.exact},
+                  location=_line_location(scan, o.line),
+                  related=(_in_train(o, "the same row in the training data"),))
+
+
+def _first_in_train(train: Sequence[ds.DatasetScan], which: str, wanted: set[int]) -> dict[int, tuple[str, int]]:
     """hash -> (training file, first line) for the wanted hashes; the first file wins."""
     found: dict[int, tuple[str, int]] = {}
     for t in train:
@@ -363,6 +401,234 @@ def _first_in_train(train: tuple[ds.DatasetScan, ...], which: str, wanted: set[i
 
 OVERLAP = Rule(id="TP-PRE-EVAL-OVERLAP", name="eval-overlap", level=Level.WARN, doc=OVERLAP_DOC,
                check=check_overlap, family=DATASET)
+
+
+# --- dataset-wide shares: one headline per file ---------------------------------------------
+# The per-row findings above say where each repeat is; these say how much of the file it
+# is, once, so that "86% of rows repeat an earlier row" is not lost among "...and 927 more".
+# One idea at two severities is two rules: the WARN stands down in the report where its
+# FAIL fires (STANDS_DOWN), so each limit is set once, beside its rule.
+
+
+def share_text(share: float, limit: float) -> tuple[str, str]:
+    """A share and its limit as percentages, with as many decimals as it takes for a
+    share that is not the limit not to print as the limit, nor as 100% when it is not all."""
+    lim = next((f"{limit:.{d}%}" for d in range(4) if float(f"{limit * 100:.{d}f}") == round(limit * 100, 6)),
+               f"{limit:.4%}")
+    for d in range(4):
+        text = f"{share:.{d}%}"
+        if (text != lim or share == limit) and (text != "100%" or share == 1):
+            return text, lim
+    return f"{share:.4%}", lim
+
+
+@dataclass(frozen=True, kw_only=True)
+class Repeats:
+    """A file's rows that repeat an earlier row of it, counted."""
+
+    rows: int
+    exact: int
+    near: int
+    first: ds.Duplicate  # the repeat on the lowest line
+
+    @property
+    def count(self) -> int:
+        return self.exact + self.near
+
+    @property
+    def share(self) -> float:
+        return self.count / self.rows
+
+
+def repeats(scan: ds.DatasetScan) -> Repeats | None:
+    """The exact and near repeats of one file against its rows; None without any (or rows)."""
+    found = (*scan.duplicates, *scan.near_duplicates)
+    if not found or scan.records <= 0:
+        return None
+    return Repeats(rows=scan.records, exact=len(scan.duplicates), near=len(scan.near_duplicates),
+                   first=min(found, key=lambda d: d.line))
+
+
+def _near_part(near: int) -> str:
+    return f" ({near:,} of them up to letter case or whitespace)" if near else ""
+
+
+def _repeats_hit(scan: ds.DatasetScan, r: Repeats, limit: float) -> Hit:
+    share, lim = share_text(r.share, limit)
+    return Hit(message=f"{share} of rows repeat an earlier row of this file: {r.count:,} of {r.rows:,}"
+                       f"{_near_part(r.near)}, the first at line {r.first.line + 1}; {r.rows - r.count:,} "
+                       f"distinct rows; limit {lim}",
+               evidence={"line": r.first.line + 1, "first_line": r.first.first + 1, "count": r.count,
+                         "total": r.rows, "share": r.share, "exact": r.exact, "near": r.near,
+                         "distinct": r.rows - r.count},
+               location=_line_location(scan, r.first.line),
+               related=(Related(location=_line_location(scan, r.first.first), message="the row it repeats"),))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DuplicateShareLimits:
+    # From a tenth of the rows on, repeats are no longer a few stray copies: every epoch
+    # spends a tenth of its steps re-training rows it has seen, and the file holds at most
+    # 90% of the examples it seems to. Below that the per-row findings say enough.
+    min_share: float = 0.1
+    # In a file of fewer rows one repeat moves the share by 5 points or more: the share
+    # says more about the file's size than its data (a hand-made sample), and the per-row
+    # findings say it all.
+    min_rows: int = 20
+
+
+DUPLICATE_SHARE_DOC = """A large share of a file's rows repeat an earlier row.
+
+What it flags: a file of at least `min_rows` rows (20) where at least `min_share` of them
+(10%) repeat an earlier row of the same file, exactly (TP-PRE-DUPLICATE-TEXT) or up to letter case and outer
+whitespace (TP-PRE-NEAR-DUPLICATE); one finding per file, on the first repeat, with the
+count, the rows and the share. From TP-PRE-MOSTLY-DUPLICATES' share on, that FAIL is
+reported instead.
+Why it matters: the per-row findings are capped in the output ("...and N more"), so the
+size of the problem is easy to miss; a tenth of every epoch re-trains rows already seen
+and the dataset is smaller than it looks.
+What it does not mean: repeats across files (TP-PRE-DUPLICATE-ACROSS-FILES) or between
+the eval and training files (TP-PRE-EVAL-OVERLAP-SHARE); those are counted apart.
+"""
+
+
+def check_duplicate_share(scan: ds.DatasetScan, limits: DuplicateShareLimits, ctx: Any) -> Iterator[Hit]:
+    r = repeats(scan)
+    if r is not None and r.rows >= limits.min_rows and r.share >= limits.min_share:
+        yield _repeats_hit(scan, r, limits.min_share)
+
+
+DUPLICATE_SHARE = Rule(id="TP-PRE-DUPLICATE-SHARE", name="duplicate-share", level=Level.WARN,
+                       doc=DUPLICATE_SHARE_DOC, limits=DuplicateShareLimits, check=check_duplicate_share,
+                       family=DATASET)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MostlyDuplicatesLimits:
+    # Half or more: on average every distinct row is there at least twice. A file written
+    # out twice is exactly half, an export loop or a join that multiplied rows more; no
+    # curated dataset looks like that, and most of each epoch re-trains what it has seen.
+    min_share: float = 0.5
+    # As TP-PRE-DUPLICATE-SHARE's: a few rows are a sample, not a dataset; two copies of
+    # one row are no FAIL.
+    min_rows: int = 20
+
+
+MOSTLY_DUPLICATES_DOC = """Half or more of a file's rows repeat an earlier row.
+
+What it flags: a file of at least `min_rows` rows (20) where at least `min_share` of them
+(half) repeat an earlier row of the same file, exactly or up to letter case and outer
+whitespace; one finding per file,
+on the first repeat, with the count, the rows, the share and how many distinct rows are
+left.
+Why it matters: the run trains on a fraction of the data it seems to have, each kept row
+several times an epoch — it memorises them, and its step and epoch budget is spent on
+repeats. Usually the file was written twice, or an export or join multiplied the rows.
+What it does not mean: that every repeated row is wrong: deliberate upsampling repeats
+rows too — then raise `min_share` or disable the rule for that file's run.
+"""
+
+
+def check_mostly_duplicates(scan: ds.DatasetScan, limits: MostlyDuplicatesLimits, ctx: Any) -> Iterator[Hit]:
+    r = repeats(scan)
+    if r is not None and r.rows >= limits.min_rows and r.share >= limits.min_share:
+        yield _repeats_hit(scan, r, limits.min_share)
+
+
+MOSTLY_DUPLICATES = Rule(id="TP-PRE-MOSTLY-DUPLICATES", name="mostly-duplicates", level=Level.FAIL,
+                         doc=MOSTLY_DUPLICATES_DOC, limits=MostlyDuplicatesLimits, check=check_mostly_duplicates,
+                         family=DATASET)
+
+
+def _contamination_hit(scan: ds.DatasetScan, found: tuple[Overlap, ...], limit: float) -> Hit:
+    rows = scan.records
+    share, lim = share_text(len(found) / rows, limit)
+    exact = sum(o.exact for o in found)
+    first = found[0]
+    return Hit(message=f"{len(found):,} of {rows:,} eval rows ({share}) are in the training data"
+                       f"{_near_part(len(found) - exact)}, the first at line {first.line + 1} "
+                       f"({first.path}:{first.train_line + 1}); limit {lim}",
+               evidence={"line": first.line + 1, "train_line": first.train_line + 1, "count": len(found),
+                         "total": rows, "share": len(found) / rows, "exact": exact, "near": len(found) - exact},
+               location=_line_location(scan, first.line),
+               related=(_in_train(first, "the first of them in the training data"),))
+
+
+def _contaminated(scan: ds.DatasetScan, ctx: Any, limit: float) -> Iterator[Hit]:
+    found = _overlaps(scan, ctx)
+    if found and scan.records > 0 and len(found) / scan.records >= limit:
+        yield _contamination_hit(scan, found, limit)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalOverlapShareLimits:
+    # A memorised row's loss falls towards zero, so one eval row in twenty seen in training
+    # moves the eval loss by about as much as the checkpoints late in a run differ; below
+    # that the per-row findings say enough.
+    min_share: float = 0.05
+
+
+EVAL_OVERLAP_SHARE_DOC = """A share of the eval rows is also in the training data.
+
+What it flags: an eval file (`preflight --eval`, or paired with a train file by `doctor`)
+where at least `min_share` (5%) of the rows are rows of the training files, exactly or up
+to letter case and outer whitespace; one finding per file, on the first such row, with
+the count, the rows and the share. From TP-PRE-EVAL-CONTAMINATED's share on, that FAIL is
+reported instead.
+Why it matters: the per-row TP-PRE-EVAL-OVERLAP findings are capped in the output, so
+the size of the leak is easy to miss; memorised rows pull the eval loss down and early
+stopping towards overfit checkpoints.
+What it does not mean: anything when no training files are known (the check is listed as
+skipped); shared prompts with different answers are not overlap.
+"""
+
+
+def check_eval_overlap_share(scan: ds.DatasetScan, limits: EvalOverlapShareLimits, ctx: Any) -> Iterator[Hit]:
+    return _contaminated(scan, ctx, limits.min_share)
+
+
+EVAL_OVERLAP_SHARE = Rule(id="TP-PRE-EVAL-OVERLAP-SHARE", name="eval-overlap-share", level=Level.WARN,
+                          doc=EVAL_OVERLAP_SHARE_DOC, limits=EvalOverlapShareLimits,
+                          check=check_eval_overlap_share, family=DATASET)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalContaminatedLimits:
+    # Half or more of the eval rows trained on: the eval loss is then mostly a measure of
+    # recall, and it keeps falling while the model overfits — it can no longer pick a
+    # checkpoint or stop a run.
+    min_share: float = 0.5
+
+
+EVAL_CONTAMINATED_DOC = """Most of the eval file is training data.
+
+What it flags: an eval file (`preflight --eval`, or paired with a train file by `doctor`)
+where at least `min_share` (half) of the rows are rows of the training files, exactly or
+up to letter case and outer whitespace; one finding per file, on the first such row, with
+the count, the rows and the share. "10 of 10 eval rows are in the training data" is the
+eval split taken from the training data, or the two files swapped.
+Why it matters: the eval loss measures memorisation, not generalisation: it looks better
+the more the model overfits, so early stopping and best-checkpoint selection pick the
+wrong step, and reported eval numbers mean nothing.
+What it does not mean: anything when no training files are known (the check is listed as
+skipped), or that a held-out test set elsewhere is contaminated.
+"""
+
+
+def check_eval_contaminated(scan: ds.DatasetScan, limits: EvalContaminatedLimits, ctx: Any) -> Iterator[Hit]:
+    return _contaminated(scan, ctx, limits.min_share)
+
+
+EVAL_CONTAMINATED = Rule(id="TP-PRE-EVAL-CONTAMINATED", name="eval-contaminated", level=Level.FAIL,
+                         doc=EVAL_CONTAMINATED_DOC, limits=EvalContaminatedLimits, check=check_eval_contaminated,
+                         family=DATASET)
+
+# The rules judged against training files only (an eval file): skipped, with OVERLAP_SKIP,
+# when none are known.
+EVAL_RULES = (OVERLAP, EVAL_OVERLAP_SHARE, EVAL_CONTAMINATED)
+# A file-level WARN -> the FAIL of the same idea: where the FAIL fires, the WARN is left
+# out of the report (one headline per file, at the severity its share earned).
+STANDS_DOWN: dict[str, str] = {DUPLICATE_SHARE.id: MOSTLY_DUPLICATES.id, EVAL_OVERLAP_SHARE.id: EVAL_CONTAMINATED.id}
 
 MIXED_DOC = """One file holds rows of more than one dataset format.
 
@@ -485,8 +751,12 @@ DATASET_RULES: tuple[Rule[ds.DatasetScan, DatasetContext], ...] = (
     CHOSEN_EQUALS_REJECTED,
     DUPLICATE,
     NEAR_DUPLICATE,
+    DUPLICATE_SHARE,
+    MOSTLY_DUPLICATES,
     ACROSS_FILES,
     OVERLAP,
+    EVAL_OVERLAP_SHARE,
+    EVAL_CONTAMINATED,
     MIXED,
     ARRAY_IN_JSONL,
     LAYOUT,
