@@ -1,22 +1,34 @@
-"""A real browser draws the run report: headless Chromium screenshots the page of
-fixtures/hf_runs/lr_hot_diverges, and the PNG must show curves and the red FAIL markers,
-not a blank page.
+"""A real browser draws the run report.
 
-The page and its screenshot are kept under test-artifacts/html/ (gitignored) for a human
-to look at. Needs Debian's `chromium` (`make e2e-deps` installs it; `make test` does that
-itself when CI=true); without it the test skips, unless TP_BROWSER=required (as .ci/run
-sets) makes a missing browser a failure.
+Headless Chromium screenshots the page of fixtures/hf_runs/lr_hot_diverges (the PNG must
+show the curves and the red FAIL markers, not a blank page), and opens the page of a
+training folder (a run, a tokenizer, a dataset) and of a comparison at 1280 and 420 CSS
+pixels wide, driven over the DevTools protocol (`--remote-debugging-pipe`): a script
+evaluated in the page measures what the browser laid out — no two marker labels overlap,
+every curve comes before the tokenizer's and the dataset's tables, nothing overflows the
+page's width — and each is screenshotted whole.
+
+Screenshots are kept in the test's tmp_path and under test-artifacts/html/ (gitignored)
+for a human to look at. Needs Debian's `chromium` (`make e2e-deps` installs it; `make
+test` does that itself when CI=true); without it the test skips, unless
+TP_BROWSER=required (as .ci/run sets) makes a missing browser a failure.
 """
 
 from __future__ import annotations
 
+import base64
+import fcntl
+import json
 import os
+import select
+import shutil
 import struct
 import subprocess
 import zlib
 from collections import Counter
 from itertools import accumulate
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,3 +178,201 @@ def test_png_decoder_reads_every_filter_type():
     png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 5, 8, 2, 0, 0, 0))
            + chunk(b"IDAT", zlib.compress(bytes(raw))) + chunk(b"IEND", b""))
     assert decode_png(png) == (4, 5, rgb)
+
+
+# --- the DevTools protocol over a pipe -----------------------------------------------------
+
+# A safety net for one answer or event from the browser (a page renders in well under a
+# second; a busy 2-core machine may take many times that). Nothing waits for a time: each
+# step waits for the browser's answer or event.
+CDP_TIMEOUT = 120.0
+
+
+class Browser:
+    """Headless Chromium driven over `--remote-debugging-pipe`: the browser reads
+    NUL-terminated JSON commands from fd 3 and writes answers and events to fd 4."""
+
+    def __init__(self, profile: Path) -> None:
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+        # Above 2 so that placing them on fds 3 and 4 cannot clobber one with the other.
+        high_r = fcntl.fcntl(to_browser_r, fcntl.F_DUPFD, 10)
+        high_w = fcntl.fcntl(from_browser_w, fcntl.F_DUPFD, 10)
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+
+        def on_fds_3_and_4() -> None:
+            os.dup2(high_r, 3)
+            os.dup2(high_w, 4)
+
+        self._log = (profile.parent / f"{profile.name}.log").open("w")
+        self.proc = subprocess.Popen(
+            [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+             "--hide-scrollbars", "--force-color-profile=srgb", f"--user-data-dir={profile}", "about:blank"],
+            pass_fds=(3, 4, high_r, high_w), preexec_fn=on_fds_3_and_4, stdin=subprocess.DEVNULL,
+            stdout=self._log, stderr=self._log)
+        os.close(high_r)
+        os.close(high_w)
+        self._buffer = b""
+        self._next_id = 0
+        self._pending: list[dict[str, Any]] = []  # events read while waiting for an answer
+
+    def _read(self) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._from_browser], [], [], CDP_TIMEOUT)
+            assert ready, f"no word from the browser in {CDP_TIMEOUT:.0f} s"
+            chunk = os.read(self._from_browser, 1 << 20)
+            assert chunk, f"the browser closed its pipe (exit {self.proc.poll()})"
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
+        self._next_id += 1
+        msg: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        if session is not None:
+            msg["sessionId"] = session
+        os.write(self._to_browser, json.dumps(msg).encode() + b"\0")
+        while True:
+            answer = self._read()
+            if answer.get("id") == self._next_id:
+                assert "error" not in answer, f"{method}: {answer['error']}"
+                return answer["result"]
+            self._pending.append(answer)
+
+    def event(self, name: str, session: str) -> dict[str, Any]:
+        while True:
+            for i, m in enumerate(self._pending):
+                if m.get("method") == name and m.get("sessionId") == session:
+                    return self._pending.pop(i)
+            self._pending.append(self._read())
+
+    def open(self, page: Path, width: int) -> str:
+        """A new tab `width` CSS pixels wide showing `page`, once its load event fired."""
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.call("Page.enable", session=session)
+        self.call("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session)
+        self.call("Page.navigate", {"url": page.resolve().as_uri()}, session)
+        self.event("Page.loadEventFired", session)
+        return session
+
+    def evaluate(self, session: str, expression: str) -> Any:
+        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                "awaitPromise": True}, session)
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"]["value"]
+
+    def screenshot(self, session: str, width: int, height: int) -> bytes:
+        """The whole page, `height` CSS pixels of it."""
+        shot = self.call("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}}, session)
+        return base64.b64decode(shot["data"])
+
+    def close(self) -> None:
+        try:
+            self.call("Browser.close")
+            self.proc.wait(timeout=CDP_TIMEOUT)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            os.close(self._to_browser)
+            os.close(self._from_browser)
+            self._log.close()
+
+
+# What the browser laid out, in CSS pixels of the page (not of the viewport).
+PROBE = """(async () => {
+  await document.fonts.ready;
+  const box = e => { const r = e.getBoundingClientRect();
+                     return [r.left + scrollX, r.top + scrollY, r.right + scrollX, r.bottom + scrollY]; };
+  return {
+    width: innerWidth,
+    scrollWidth: document.documentElement.scrollWidth,
+    height: document.documentElement.scrollHeight,
+    sections: [...document.querySelectorAll('section.report')].map(s => ({
+      path: s.dataset.path,
+      charts: [...s.querySelectorAll('svg.chart')].map(box),
+      tables: [...s.querySelectorAll('table')].map(box)})),
+    charts: [...document.querySelectorAll('svg.chart')].map(svg => ({
+      series: svg.dataset.series,
+      scale: svg.getBoundingClientRect().width / svg.viewBox.baseVal.width,
+      labels: [...svg.querySelectorAll('g.marker text')].map(t => ({
+        box: box(t), length: t.textLength.baseVal.value, text: t.textContent}))})),
+    levels: document.querySelectorAll('svg.chart g.level').length,
+  };
+})()"""
+
+
+def overlaps(boxes: list[list[float]]) -> list[tuple[int, int]]:
+    return [(i, j) for i, a in enumerate(boxes) for j, b in enumerate(boxes[i + 1:], i + 1)
+            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    w, h = struct.unpack(">II", png[16:24])
+    return w, h
+
+
+@pytest.fixture
+def browser(chromium, tmp_path):
+    b = Browser(tmp_path / "cdp-profile")
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def test_report_at_two_widths_has_curves_first_and_labels_that_never_overlap(browser, tmp_path, capsys):
+    from test_html import DIVERGES, cli_page, mixed_folder
+    from trainproof_lsp.cli import main
+
+    folder = mixed_folder(tmp_path)
+    pages = {"folder": tmp_path / "folder.html", "compare": tmp_path / "compare.html"}
+    assert main(["doctor", str(folder), "--html", str(pages["folder"])]) == 1
+    code, _ = cli_page(tmp_path, "compare", "fixtures/hf_runs/healthy", "fixtures/hf_runs/lr_zero",
+                       "fixtures/hf_runs/healthy/checkpoint-100", str(DIVERGES))
+    assert code == 1
+    (tmp_path / "page.html").rename(pages["compare"])
+    capsys.readouterr()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    seen_labels = 0
+    for name, page in pages.items():
+        for width in (1280, 420):
+            session = browser.open(page, width)
+            laid = browser.evaluate(session, PROBE)
+            assert laid["width"] == width
+            assert laid["scrollWidth"] <= width, f"{name} at {width}px is {laid['scrollWidth']}px wide"
+            # No two marker labels overlap, as the browser drew them; each is as long as
+            # its textLength says (what tests/test_html.py computes its boxes from).
+            for chart in laid["charts"]:
+                boxes = [label["box"] for label in chart["labels"]]
+                assert overlaps(boxes) == [], (name, width, chart["series"], [l["text"] for l in chart["labels"]])
+                for label in chart["labels"]:
+                    drawn = label["box"][2] - label["box"][0]
+                    assert abs(drawn - label["length"] * chart["scale"]) < 1.0, (name, width, label)
+                seen_labels += len(boxes)
+            # Curves first: every chart is above every table of a section without charts,
+            # and in a section with charts, its first chart is above its first table.
+            with_charts = [s for s in laid["sections"] if s["charts"]]
+            without = [s for s in laid["sections"] if not s["charts"]]
+            assert laid["sections"][:len(with_charts)] == with_charts
+            lowest_chart = max(c[3] for s in with_charts for c in s["charts"])
+            assert all(t[1] > lowest_chart for s in without for t in s["tables"])
+            for s in with_charts:
+                assert min(c[1] for c in s["charts"]) < min(t[1] for t in s["tables"]), s["path"]
+            png = browser.screenshot(session, width, laid["height"])
+            assert png_size(png) == (width, laid["height"])
+            shot = tmp_path / f"{name}-{width}.png"
+            shot.write_bytes(png)
+            shutil.copyfile(shot, ARTIFACTS / shot.name)
+        if name == "folder":
+            assert [s["path"] for s in laid["sections"]] == [
+                str(folder / "trainer_state.json"), str(folder), str(folder / "train.jsonl")]
+            assert laid["levels"] == 6  # the diverging run's levels, drawn over its loss
+    assert seen_labels >= 2 * 2 * 10  # the pages had labels to keep apart

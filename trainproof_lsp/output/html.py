@@ -605,13 +605,17 @@ table.findings th:nth-child(3){width:150px}table.findings th:nth-child(5){width:
 td.loc{word-break:break-all}
 td.lvl{white-space:nowrap}td.steps{font-family:ui-monospace,monospace;font-size:12px}
 .ev{font-family:ui-monospace,monospace;font-size:11px;color:var(--vscode-descriptionForeground,#555);margin-top:2px}
-ul.related{margin:2px 0 0;padding-left:18px;font-size:12px}
+ul.related{margin:2px 0 0;padding-left:18px;font-size:12px;overflow-wrap:anywhere}
+td.steps span{display:block}
 .nocurves{color:var(--vscode-descriptionForeground,#555);font-style:italic}
 @media (max-width:700px){
  body{padding:8px}section.report{padding:8px}
- table.findings{table-layout:auto}
- table.findings th:nth-child(n){width:auto}
- table.findings code{word-break:break-all}
+ table.findings,table.findings tbody,table.findings tr,table.findings td{display:block;width:auto}
+ table.findings thead{display:none}
+ table.findings tr{border-bottom:1px solid #e1e4e8;padding:6px 0}
+ table.findings td{border:0;padding:2px 4px}
+ table.findings td.lvl,table.findings td:nth-child(2),table.findings td.steps{display:inline-block;vertical-align:middle}
+ table.findings td.steps span{display:inline;margin-right:.6em}
 }
 pre{font-size:12px;overflow-x:auto;background:#fff;color:#1d1d1f;border:1px solid #dde0e4;padding:8px}
 """
@@ -721,7 +725,7 @@ def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index: Callabl
         out.append('<div class="scroll"><table class="findings"><thead><tr><th>level</th><th>rule</th><th>step(s)</th>'
                    "<th>what it found</th><th>where</th></tr></thead><tbody>")
         for i, f in enumerate(r.findings):
-            steps = "<br>".join(escape(m.label.removeprefix(f.id).strip()) for m in marks_of.get(i, []))
+            steps = "".join(f"<span>{escape(m.label.removeprefix(f.id).strip())}</span>" for m in marks_of.get(i, []))
             ev = ", ".join(f"{k}={_num(f.evidence[k])}" for k in sorted(f.evidence))
             rel = "".join(f"<li><code>{escape(_where(x.location))}</code>: {escape(x.message)}</li>" for x in f.related)
             out.append(
