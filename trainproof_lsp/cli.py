@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeAlias
 
 from . import TOOL_NAME, __version__
-from .core.config import Config, ConfigError, with_columns, with_vocab
+from .core.config import Config, ConfigError, keep_security, with_columns, with_ignored, with_vocab
 from .core.model import Level, Outcome, ReadError, Run, Verdict
 from .core.text import printable
 from .judge import compare, engine
 from .judge.settings import discover, load_file
 from .output import render
-from .rules import BY_ID, REGISTRY
+from .rules import BY_ID, REGISTRY, SECURITY_IDS
 
 EXIT_OK, EXIT_FAIL, EXIT_NOT_CHECKED = 0, 1, 2
 
@@ -50,11 +50,25 @@ def _path_or_url(s: str) -> Path | str:
     return s if "://" in s else Path(s)
 
 
+def _settings(p: argparse.ArgumentParser) -> None:
+    """Where the settings come from, and the rules the command line turns off."""
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--config", metavar="FILE", type=Path,
+                        help="settings file (TOML with [tool.trainproof]); default: nearest pyproject.toml")
+    source.add_argument("--no-config", action="store_true",
+                        help="use no settings file: every rule with its default limits (CI on a tree it does "
+                             "not trust: docs/ci.md)")
+    p.add_argument("--ignore", metavar="ID", action="append", default=None,
+                   help="turn rule ID off (repeatable); security rules too, unlike the settings file's ignore")
+    p.add_argument("--allow-config-to-disable-security", action="store_true",
+                   help="let the settings file's ignore/select turn security rules off (TP-CKPT-UNSAFE-PICKLE, "
+                        "...); without it they run anyway, with a notice on stderr")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON envelope (CONTRACTS.md)")
     p.add_argument("--sarif", metavar="PATH", help="also write SARIF 2.1.0 to PATH")
-    p.add_argument("--config", metavar="FILE", type=Path,
-                   help="settings file (TOML with [tool.trainproof]); default: nearest pyproject.toml")
+    _settings(p)
     p.add_argument("--vocab-size", metavar="N", type=int,
                    help="number of output classes (LM vocabulary or labels) for TP-LOSS-ABOVE-UNIFORM")
     p.add_argument("--column", metavar="SERIES=NAME", action="append", default=None,
@@ -203,7 +217,24 @@ def _config(args: argparse.Namespace, anchor: Path) -> Config:
     """The settings file (--config, else the nearest pyproject.toml from `anchor`) with the
     flags on top; a setting that cannot be used is Refused."""
     try:
-        config = load_file(args.config) if args.config else discover(anchor.resolve())
+        if getattr(args, "no_config", False):
+            config = Config()
+        else:
+            config = load_file(args.config) if args.config else discover(anchor.resolve())
+        ignored = getattr(args, "ignore", None) or []
+        if not getattr(args, "allow_config_to_disable_security", False):
+            config, kept = keep_security(config, SECURITY_IDS)
+            kept = tuple(i for i in kept if i not in ignored)  # the command line's --ignore decides those
+            if kept:  # said on stderr: --json's stdout stays one document
+                print(printable(f"{TOOL_NAME}: {config.source} turns off security rule(s) {', '.join(kept)}; "
+                                "they run anyway (a settings file cannot turn them off: "
+                                "--ignore ID or --allow-config-to-disable-security on the command line can)"),
+                      file=sys.stderr)
+        if ignored:
+            unknown = sorted(set(ignored) - set(BY_ID))
+            if unknown:
+                raise ConfigError(f"--ignore: unknown rule(s) {', '.join(unknown)} (see `{TOOL_NAME} rules`)")
+            config = with_ignored(config, ignored)
         if args.vocab_size is not None and args.vocab_size < 2:
             raise ConfigError("--vocab-size must be at least 2")
         num_classes = getattr(args, "num_classes", None)

@@ -108,3 +108,25 @@ def with_caps(config: Config, overrides: Any) -> Config:
     if not values:
         return config
     return dataclasses.replace(config, caps=dataclasses.replace(config.caps, **values))
+
+
+def keep_security(config: Config, security: "frozenset[str] | set[str]") -> tuple[Config, tuple[str, ...]]:
+    """The settings with every security rule (rules' `security`, by ID) enabled again, and
+    the IDs the settings had turned off (by `ignore`, or left out of `select`), sorted.
+
+    A settings file found in the tree being checked is the tree's: in CI, a pull request
+    could add `ignore = ["TP-CKPT-UNSAFE-PICKLE"]` beside the checkpoint it adds. Only the
+    command line may turn a security rule off (cli.py: --allow-config-to-disable-security,
+    --ignore ID)."""
+    off = sorted(i for i in security if i in config.ignore or (config.select is not None and i not in config.select))
+    if not off:
+        return config, ()
+    select = None if config.select is None else config.select | frozenset(off)
+    return dataclasses.replace(config, select=select, ignore=config.ignore - frozenset(off)), tuple(off)
+
+
+def with_ignored(config: Config, ids: "list[str] | tuple[str, ...] | None") -> Config:
+    """Rules turned off on the command line (`--ignore ID`), on top of the settings."""
+    if not ids:
+        return config
+    return dataclasses.replace(config, ignore=config.ignore | frozenset(ids))

@@ -286,7 +286,9 @@ def sarif_rule(rule: Rule[Any, Any]) -> dict[str, Any]:
         "fullDescription": {"text": " ".join(rule.doc.split())},
         "help": {"text": rule.doc.strip(), "markdown": rule_markdown(rule)},
         "defaultConfiguration": {"level": _SARIF_LEVEL[rule.level]},
-        "properties": {"trainproof-level": rule.level.value, "origin": rule.origin},
+        # "security" in tags: code scanning files these under security alerts.
+        "properties": {"trainproof-level": rule.level.value, "origin": rule.origin,
+                       **({"tags": ["security"]} if rule.security else {})},
     }
 
 
@@ -341,6 +343,9 @@ def rule_markdown(rule: Rule[Any, Any]) -> str:
                                 if rule.origin == "trainproof" else "new in trainproof-lsp")]
     if rule.needs:
         lines.append(f"- Needs series: {', '.join(rule.needs)}")
+    if rule.security:
+        lines.append("- Security rule: a settings file cannot turn it off, only the command line "
+                     "(`--ignore ID`, `--allow-config-to-disable-security`; docs/ci.md)")
     body = rule.doc.strip().split("\n", 1)
     if len(body) > 1:
         lines += ["", body[1].strip()]

@@ -29,8 +29,10 @@ What it does not mean: that the run is broken; only that this file (or the check
 told us nothing.
 """
 
+# A security rule: ignoring it would turn a file that could not be read (a checkpoint
+# whose pickle was never walked among them) into a pass.
 NOT_CHECKED = Rule(id="TP-NOT-CHECKED", name="not-checked", level=Level.NOT_CHECKED,
-                   doc=NOT_CHECKED_DOC, family=ANY, origin="trainproof")
+                   doc=NOT_CHECKED_DOC, family=ANY, origin="trainproof", security=True)
 
 SKIPPED_RECORDS_DOC = """Some records of a log could not be used and were read past.
 
@@ -97,6 +99,8 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
 )
 
 BY_ID: dict[str, Rule[Any, Any]] = {r.id: r for r in REGISTRY}
+# The rules a settings file in the tree being checked cannot turn off (Rule.security).
+SECURITY_IDS: frozenset[str] = frozenset(r.id for r in REGISTRY if r.security)
 
 
 S = TypeVar("S")
@@ -113,4 +117,4 @@ def metric_rules() -> tuple[Rule[Run, Context], ...]:
     return rules_of(METRICS)
 
 
-__all__ = ["REGISTRY", "BY_ID", "Rule", "Skip", "Context", "NOT_CHECKED", "SKIPPED_RECORDS", "metric_rules", "rules_of", "Family", "METRICS"]
+__all__ = ["REGISTRY", "BY_ID", "SECURITY_IDS", "Rule", "Skip", "Context", "NOT_CHECKED", "SKIPPED_RECORDS", "metric_rules", "rules_of", "Family", "METRICS"]

@@ -74,6 +74,11 @@ class Rule(Generic[SubjectT, ContextT]):
     # tool's ID, reused so CI gates carry over; "new" = this project).
     origin: str = "new"
     default_limits: Any = field(default=None, compare=False)
+    # A safety rule: it tells a user that opening a file runs code, or that a file that
+    # could hold such code was not read. A settings file inside the tree being checked
+    # (a pull request's own pyproject.toml) cannot turn it off; only the command line can
+    # (`--allow-config-to-disable-security`, `--ignore ID`): core/config.keep_security.
+    security: bool = False
 
     @property
     def applies_to(self) -> str:

@@ -99,7 +99,7 @@ reported by TP-CKPT-UNSAFE-PICKLE.
 """
 UNREADABLE_RULE = _rule(id="TP-ENV-CKPT-UNREADABLE", name="checkpoint-unreadable",
                         level=Level.NOT_CHECKED, doc=UNREADABLE_DOC,
-                        check=_problems("unreadable"), origin="trainproof")
+                        check=_problems("unreadable"), origin="trainproof", security=True)
 
 MISSING_DOC = """A checkpoint the run needs does not exist.
 
@@ -122,7 +122,7 @@ What it does not mean: a truncated file (TP-ENV-CKPT-TRUNCATED) — the header i
 wrong here.
 """
 BAD_HEADER_RULE = _rule(id="TP-CKPT-BAD-HEADER", name="safetensors-bad-header", level=Level.FAIL,
-                        doc=BAD_HEADER_DOC, check=_problems("bad-header"))
+                        doc=BAD_HEADER_DOC, check=_problems("bad-header"), security=True)
 
 
 # --- the pickle ------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def check_unsafe(facts: CheckpointFacts, limits: NoLimits, ctx: Context) -> Iter
 
 
 UNSAFE_RULE = _rule(id="TP-CKPT-UNSAFE-PICKLE", name="unsafe-pickle", level=Level.FAIL, doc=UNSAFE_DOC,
-                    check=check_unsafe)
+                    check=check_unsafe, security=True)
 
 
 # --- the tensors -------------------------------------------------------------------------
