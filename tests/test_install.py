@@ -160,3 +160,74 @@ def test_readme_install_section_shows_the_commands_this_test_runs():
     assert "not yet on PyPI" in section
     for command in INSTALL_COMMANDS:
         assert command in section, command
+
+
+HEALTHY_RUN = REPO / "fixtures" / "hf_runs" / "healthy"
+CHATML = REPO / "fixtures" / "tokenizers" / "healthy_chatml"
+
+
+def _hf_output(folder: Path, tokenizer: Path = CHATML) -> Path:
+    """An HF Trainer output folder as `save_model` leaves it: the run's trainer_state.json
+    and checkpoints beside the tokenizer files with their chat template."""
+    shutil.copytree(HEALTHY_RUN, folder)
+    for f in tokenizer.iterdir():
+        shutil.copy(f, folder / f.name)
+    return folder
+
+
+def test_the_plain_wheel_judges_a_chat_template_and_passes_a_healthy_hf_output_folder(installed, tmp_path):
+    # No extras: jinja2 came with the base dependencies, the template was rendered.
+    import_jinja = subprocess.run([str(installed / "bin" / "python"), "-c", "import jinja2"], check=False,
+                                  capture_output=True, text=True, cwd=tmp_path)
+    assert import_jinja.returncode == 0, import_jinja.stderr
+    out = _hf_output(tmp_path / "out")
+    proc = subprocess.run([str(installed / "bin" / "trainproof-lsp"), "doctor", "out"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [
+        "== out (tokenizer, 4 files): PASS — 0 finding(s); 7 check(s) ran, 1 skipped",
+        "== out/checkpoint-100/training_args.bin: PASS — 0 finding(s); 9 check(s) ran, 5 skipped",
+        "== out/trainer_state.json (3 sources): PASS — 0 finding(s); 20 check(s) ran, 2 skipped",
+        "3 report(s): 3 PASS; 1 passed over. Worst: PASS",
+        "36 check(s) ran, 8 skipped (-v lists them and why each was skipped)",
+    ]
+    data = json.loads(subprocess.run([str(installed / "bin" / "trainproof-lsp"), "doctor", str(out), "--json"],
+                                     capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False).stdout)
+    (tok,) = [r for r in data["reports"] if r["artefact"]["kind"] == "tokenizer"]
+    assert "TP-TOK-TEMPLATE-NO-EOS" in tok["checks"]["ran"]
+
+
+def test_the_plain_wheel_prints_every_not_checked_it_counts_with_its_reason(installed, tmp_path):
+    out = _hf_output(tmp_path / "out")
+    config = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["chat_template"] = "{{ raise_exception('only system prompts are supported') }}"
+    (out / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    (tmp_path / "train.jsonl").write_text(json.dumps({"messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) + "\n", encoding="utf-8")
+    exe = str(installed / "bin" / "trainproof-lsp")
+    proc = subprocess.run([exe, "doctor", "out"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=BUILD_TIMEOUT, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "out/tokenizer_config.json:1:1: NOT-CHECKED TP-NOT-CHECKED TP-TOK-TEMPLATE-NO-EOS not checked: the chat " \
+           "template could not render a user/assistant exchange: only system prompts are supported" \
+           in proc.stdout.splitlines(), proc.stdout
+    # --max-len without transformers (not a base dependency): the check asked for is
+    # NOT-CHECKED, printed with the extra it needs.
+    proc = subprocess.run([exe, "preflight", "train.jsonl", "--tokenizer", str(CHATML), "--max-len", "64"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "train.jsonl:1:1: NOT-CHECKED TP-NOT-CHECKED token lengths not checked: token-length checks need the " \
+           "optional transformers package (pip install 'trainproof-lsp[tokens]')" in proc.stdout.splitlines(), \
+        proc.stdout
+
+
+def test_the_vscode_bundle_carries_every_base_dependency():
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    names = {d.split(";")[0].split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip().lower() for d in deps}
+    bundled = (REPO / "editors" / "vscode" / "bundled-requirements.txt").read_text(encoding="utf-8")
+    pins = {line.split("#")[0].split("==")[0].strip().lower() for line in bundled.splitlines()
+            if line.split("#")[0].strip()}
+    assert "jinja2" in names and {"jinja2", "markupsafe"} <= pins
+    assert names <= pins, sorted(names - pins)
