@@ -562,6 +562,7 @@ section.v-pass{border-left-color:#2e7d32}section.v-not-checked{border-left-color
 .meta{margin:4px 0;color:var(--vscode-descriptionForeground,#555);font-size:12px;word-break:break-all}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(460px,100%),1fr));gap:12px;margin-top:10px}
 .scroll{overflow-x:auto;max-width:100%}
+section.overview{margin:0 0 24px}
 caption{text-align:left;font-size:12px;padding:4px 0;color:var(--vscode-descriptionForeground,#555)}
 table.comparison{width:auto;min-width:50%}table.comparison td{text-align:right}
 table.ranking td,table.ranking th{white-space:nowrap}table.ranking td.loc{white-space:normal;min-width:16em}
@@ -616,6 +617,11 @@ td.steps span{display:block}
  table.findings td{border:0;padding:2px 4px}
  table.findings td.lvl,table.findings td:nth-child(2),table.findings td.steps{display:inline-block;vertical-align:middle}
  table.findings td.steps span{display:inline;margin-right:.6em}
+ table.ranking,table.ranking tbody,table.ranking tr{display:block}table.ranking thead{display:none}
+ table.ranking tr{border-bottom:1px solid #e1e4e8;padding:6px 0}
+ table.ranking td{display:inline-block;border:0;padding:1px 4px;white-space:normal}
+ table.ranking td.loc,table.ranking td.ids{display:block;min-width:0}
+ table.ranking td[data-label]::before{content:attr(data-label) " ";font-family:system-ui,sans-serif;color:#555}
 }
 pre{font-size:12px;overflow-x:auto;background:#fff;color:#1d1d1f;border:1px solid #dde0e4;padding:8px}
 """
@@ -815,6 +821,10 @@ def _comparison_html(comparison: Mapping[str, object]) -> str:
             '<th scope="col">run / baseline</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table></div>")
 
 
+# The ranking's numeric columns, in order.
+_RANKED = ("end ratio", "floor ratio", "loss change", "baseline's loss change", "eval best ratio", "eval end ratio")
+
+
 def _ranking_html(group: Sequence[Report]) -> str:
     """The runs compared with one baseline, ranked as the text output ranks them: PASS,
     WARN, FAIL, then by end ratio (lower is better); NOT-CHECKED last, unranked."""
@@ -844,15 +854,13 @@ def _ranking_html(group: Sequence[Report]) -> str:
         rows.append(
             f'<tr data-rank="{rank}" data-path="{path}"><td>{rank}</td><td>{_badge(r.verdict.value)}</td>'
             f'<td class="loc">{path}{note}</td>'
-            + "".join(f'<td class="mono">{escape(x)}</td>' for x in (
+            + "".join(f'<td class="mono" data-label="{h}">{escape(x)}</td>' for h, x in zip(_RANKED, (
                 _ratio(c.get("end_ratio")), _ratio(c.get("floor_ratio")), _pct(_negated(c.get("run_improvement"))),
                 _pct(_negated(c.get("baseline_improvement"))), _ratio(c.get("eval_best_ratio")),
-                _ratio(c.get("eval_end_ratio"))))
+                _ratio(c.get("eval_end_ratio")))))
             + f'<td class="mono ids">{escape(" ".join(ids)) or "–"}</td></tr>')
     return (f'<p class="ranking">{escape(caption)}</p><div class="scroll"><table class="ranking"><thead><tr>'
-            + "".join(f'<th scope="col">{h}</th>' for h in (
-                "#", "verdict", "run", "end ratio", "floor ratio", "loss change", "baseline's loss change",
-                "eval best ratio", "eval end ratio", "FAIL/WARN findings"))
+            + "".join(f'<th scope="col">{h}</th>' for h in ("#", "verdict", "run", *_RANKED, "FAIL/WARN findings"))
             + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
