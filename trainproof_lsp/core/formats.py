@@ -88,11 +88,15 @@ FORMATS: tuple[Format, ...] = (
     Format(kind="checkpoint", name="sharded-index", watched=True, suffixes=(".index.json",),
            about="index of a sharded checkpoint"),
     Format(kind="checkpoint", name="tar", watched=True, suffixes=(".tar",),
-           about="`*.pth.tar`/`*.pt.tar` (torch.save under a tar name), or torch's legacy tar format "
-                 "(by first bytes; any other tar is passed over)"),
+           about="a torch.save archive under a tar name (`checkpoint.tar`, `model_best.pth.tar`), or a "
+                 "tar archive: every member torch.load reads from its legacy tar format is walked"),
     Format(kind="checkpoint", name="pkl", watched=True, suffixes=(".pkl",), about=_PICKLE),
     Format(kind="checkpoint", name="pickle", watched=True, suffixes=(".pickle",), about=_PICKLE),
     Format(kind="checkpoint", name="joblib", watched=True, suffixes=(".joblib",), about=_PICKLE),
+    Format(kind="checkpoint", name="npy", suffixes=(".npy",),
+           about="numpy array: an object array is a pickle `np.load(allow_pickle=True)` runs, walked"),
+    Format(kind="checkpoint", name="npz", suffixes=(".npz",),
+           about="numpy archive of `.npy` arrays: each object array's pickle is walked"),
     # --- training scripts and configs ------------------------------------------------
     Format(kind="script", name="python", suffixes=(".py",), opened=True,
            about="training script, read with `ast` (a TrainingArguments-family call, or a "
@@ -124,6 +128,81 @@ RUN_MARKER_SUFFIXES = (".ckpt", ".safetensors")
 
 # HF Trainer's checkpoint-<step>/ folder: a copy of its run at that step, never a run of its own.
 _CHECKPOINT_FOLDER = re.compile(r"checkpoint-(\d+)$")
+
+
+# --- content: what a file is whatever its name ----------------------------------------------
+
+# A pickle's first opcode when it starts with PROTO (protocols 2-5: torch.save, joblib,
+# pickle.dump's default).
+_PICKLE_PROTO = re.compile(rb"\x80[\x02-\x05]")
+# numpy's .npy magic: np.load unpickles an object array in it.
+NPY_MAGIC = b"\x93NUMPY"
+# A protocol 0/1 pickle names a global first (`c` module NL name NL) or marks first; told
+# apart from text by decoding the head to a STOP (text stops at its first space).
+_OLD_PICKLE_START = re.compile(rb"\(?c[A-Za-z_][\w.]{0,200}\n[A-Za-z_][\w.]{0,200}\n")
+
+
+def sniff_checkpoint(head: bytes) -> str | None:
+    """The checkpoint format a file's first bytes show, whatever its name, or None.
+
+    torch.load and pickle.load do not look at a name: a torch.save archive named
+    `checkpoint.tar` or `weights` is one. "pt" for a ZIP whose entries (within the head)
+    include torch's data.pkl, "tar" for a tar archive (torch's legacy format, or not),
+    "npy" for a numpy array, "pkl" for a pickle."""
+    if head[:4] == b"PK\x03\x04":
+        return "pt" if _zip_head_names_data_pkl(head) else None
+    if head[:6] == NPY_MAGIC:
+        return "npy"
+    if len(head) >= 512 and tar_checksum_ok(head[:512]):
+        return "tar"
+    if _PICKLE_PROTO.match(head):
+        return "pkl"
+    if _OLD_PICKLE_START.match(head) and _decodes_to_stop(head):
+        return "pkl"
+    return None
+
+
+def _zip_head_names_data_pkl(head: bytes) -> bool:
+    # Local file headers: signature, ..., name length at +26, extra length at +28, name at
+    # +30. torch.save writes `<archive>/data.pkl` first.
+    pos = 0
+    while pos + 30 <= len(head) and head[pos:pos + 4] == b"PK\x03\x04":
+        nlen = int.from_bytes(head[pos + 26:pos + 28], "little")
+        elen = int.from_bytes(head[pos + 28:pos + 30], "little")
+        csize = int.from_bytes(head[pos + 18:pos + 22], "little")
+        entry = head[pos + 30:pos + 30 + nlen]
+        if entry.endswith(b"data.pkl"):
+            return True
+        flags = int.from_bytes(head[pos + 6:pos + 8], "little")
+        if flags & 0x08:  # sizes in a descriptor after the data: the next header is not findable cheaply
+            return False
+        pos += 30 + nlen + elen + csize
+    return False
+
+
+def tar_checksum_ok(block: bytes) -> bool:
+    # tarfile's own test of a header: the octal checksum at bytes 148-155 equals the sum of
+    # the 512 bytes with that field read as spaces (unsigned, or signed as old tars wrote).
+    if block.count(0) == len(block):
+        return False
+    field = block[148:156].split(b"\0", 1)[0].strip()
+    if not field or not all(48 <= c <= 55 for c in field):
+        return False
+    rest = block[:148] + b" " * 8 + block[156:512]
+    return int(field, 8) in (sum(rest), sum(b - 256 if b > 127 else b for b in rest))
+
+
+def _decodes_to_stop(head: bytes) -> bool:
+    import io
+    import pickletools
+
+    try:
+        for op, _, _ in pickletools.genops(io.BytesIO(head)):
+            if op.name == "STOP":
+                return True
+    except Exception:  # genops on arbitrary bytes: any decoding error means "not a pickle"
+        return False
+    return False
 
 
 def by_name(name: str) -> Format:
@@ -233,7 +312,14 @@ def markdown() -> str:
     lines += [
         "",
         f"**Folders never searched** (by `doctor`, `watch` and the server's file watchers): "
-        f"{cell(sorted(SKIPPED_FOLDERS))}, and every folder whose name starts with `.`.",
+        f"{cell(sorted(SKIPPED_FOLDERS))}, and every folder whose name starts with `.`. `doctor` still "
+        "searches them for checkpoints: judged in a dot-folder (`.models/`) or `wandb-cache`, named as "
+        "passed over inside installed packages (`venv`, `.venv`, `site-packages`, `dist-packages`, "
+        "`node_modules`, `.tox`).",
+        "",
+        "**By content**: in a folder holding a run marker or a checkpoint, a file no name above claims "
+        "is judged as a checkpoint when its first bytes are a torch.save archive, a pickle, a tar archive "
+        "or a numpy array (`checkpoint.tar`, `weights`): torch.load and pickle.load do not look at names.",
         "",
         f"**A run folder** (the editor offers *Doctor* on it) holds an entry named {cell(RUN_MARKER_NAMES)}, "
         f"or starting with {cell(RUN_MARKER_PREFIXES)}, or ending with {cell(RUN_MARKER_SUFFIXES)}. "

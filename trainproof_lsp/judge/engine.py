@@ -14,7 +14,8 @@ from typing import Callable, Iterable, Mapping, TypeVar
 
 from ..core.caps import DEFAULT_CAPS, not_regular
 from ..core.config import Config
-from ..core.formats import checkpoint_step, is_candidate, is_skipped_folder, run_root
+from ..core.formats import (checkpoint_step, formats_of, is_candidate, is_run_marker, is_skipped_folder, run_root,
+                            sniff_checkpoint)
 from ..core.model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                           Related, Report, Run, Segment, Series, Span, Verdict)
 from ..readers.checkpoint import CheckpointError, CheckpointFacts, Problem, read_checkpoint
@@ -346,20 +347,71 @@ _MLFLOW_DIRS = {"metrics", "params", "tags"}
 
 
 def walk(root: Path) -> list[Path]:
-    """Every candidate file below root, sorted; no cap, no hidden or tool folders. An
-    MLflow run folder is itself a candidate (its metrics are files without suffix)."""
+    """Every candidate file below root, sorted (`walk_folder` without what it names)."""
+    return walk_folder(root)[0]
+
+
+# Folders of tool internals that hold no checkpoint of anyone's: never entered.
+_NEVER_ENTERED = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+# Installed packages: entered only to name the checkpoint-like files in them (a numpy or
+# torch install ships test pickles; judging them would judge the packages, not the run).
+_PACKAGE_FOLDERS = frozenset({"node_modules", ".venv", "venv", "site-packages", "dist-packages", ".tox"})
+
+
+def walk_folder(root: Path) -> tuple[list[Path], list[NotJudged]]:
+    """(every candidate file below root, sorted; the checkpoint-like files a walk does not
+    judge, each named with why). An MLflow run folder is itself a candidate (its metrics
+    are files without suffix).
+
+    A folder never searched for logs (a dot-folder such as `.models/`, `wandb-cache`) is
+    still searched for checkpoints, which are judged; inside installed packages (`venv/`,
+    `site-packages/`, `node_modules/`) each checkpoint-like file is named, not judged.
+    In a folder holding a run marker or a checkpoint, every other file is sniffed by its
+    first bytes: torch.load and pickle.load do not look at a name."""
     found: list[Path] = []
+    named: list[NotJudged] = []
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
-        dirs[:] = sorted(d for d in dirs if not is_skipped_folder(d))
+        parts = here.relative_to(root).parts
+        package = next((p for p in parts if p in _PACKAGE_FOLDERS), None)
+        hidden = package is None and any(is_skipped_folder(p) for p in parts)
+        dirs[:] = sorted(d for d in dirs if d not in _NEVER_ENTERED)
+        if package is not None or hidden:
+            for f in sorted(files):
+                if not _checkpoint_named(f) or (f.lower().endswith(".pth") and here.name in _PACKAGE_FOLDERS):
+                    continue  # a site-packages *.pth is Python's path configuration, not a checkpoint
+                if hidden:
+                    found.append(here / f)
+                else:
+                    named.append(NotJudged(path=str(here / f), reason=(
+                        f"checkpoint-like file inside installed packages ({package}/): not judged in a "
+                        f"folder walk; `doctor {here / f}` judges it")))
+            continue
         if is_mlflow_run(here):
             found.append(here)
             dirs[:] = [d for d in dirs if d not in _MLFLOW_DIRS]
+        run_like = checkpoint_step(here.name) is not None or any(
+            is_run_marker(f) or _checkpoint_named(f) for f in files)
         for f in sorted(files):
             p = here / f
-            if is_candidate(f):
+            if is_candidate(f) or (run_like and _sniffs_as_checkpoint(p)):
                 found.append(p)
-    return found
+    return found, named
+
+
+def _checkpoint_named(file_name: str) -> bool:
+    return any(f.matches(file_name) for f in formats_of("checkpoint"))
+
+
+def _sniffs_as_checkpoint(path: Path) -> bool:
+    """A file whose first bytes are a torch archive, a pickle, a tar or an .npy array (read
+    only from a regular file: a FIFO never blocks the walk)."""
+    if not_regular(path):
+        return False
+    try:
+        return sniff_checkpoint(_head(path)) is not None
+    except OSError:
+        return False
 
 
 def _is_prefix(shorter: Run, longer: Run) -> bool:
@@ -384,7 +436,8 @@ def doctor(paths: Iterable[Path], config: Config, *,
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found = walk(p)
+            found, named = walk_folder(p)
+            passed_over.extend(named)
             if not found:
                 reports.append(not_checked(str(p), "folder", "folder",
                                            f"{p}: nothing to judge (no log, dataset, checkpoint, tokenizer "

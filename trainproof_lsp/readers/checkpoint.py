@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Mapping, TypedDict
 
 from ..core.caps import DEFAULT_CAPS, MIB, Caps, mib
+from ..core.formats import NPY_MAGIC, tar_checksum_ok
 from ..core.model import Span
 from ..core.positions import ByteIndex
 from . import pickle_walk as pw
@@ -164,6 +165,9 @@ class CheckpointFacts:
     # TP-NOT-CHECKED finding, so the report never passes what it did not look at.
     not_checked: tuple[str, ...] = ()
     unsafe_unlisted: int = 0  # unsafe globals past the first _MAX_UNSAFE_LISTED
+    # Why no loader unpickles anything from this file (an .npy array without objects): the
+    # unsafe-pickle check ran and found nothing to walk. "" when that is not known.
+    no_pickle: str = ""
     # Set by the engine for --reference: the checkpoint to compare shapes against.
     reference: "CheckpointFacts | None" = None
 
@@ -236,11 +240,20 @@ def _read_mapped(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Caps) -
     name = str(path)
     head = mm[:16]
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        # pickle.load stops at a ZIP's first byte ('P', a persistent id it has no loader
+        # for), and torch.load and np.load open it as a ZIP: its pickles are its entries.
         return _read_zip(path, mm, size, scan, caps)
-    if path.suffix.lower() == ".safetensors" or _looks_like_safetensors(head, size):
+    if head[:6] == NPY_MAGIC:
+        return _read_npy(path, mm, size, caps)
+    if path.suffix.lower() == ".safetensors":
         return _read_safetensors(path, mm, size, scan, caps)
-    if _is_legacy_tar(mm, size):
-        return _read_legacy_tar(path, mm, size, caps)
+    # Any other name may be handed to torch.load or pickle.load, which read a pickle from
+    # byte 0 whatever else the file also is: a file that reads as safetensors or as a tar
+    # is walked from byte 0 too (a polyglot hides its payload there).
+    if _looks_like_safetensors(head, size):
+        return _also_from_byte_0(_read_safetensors(path, mm, size, scan, caps), mm, caps)
+    if _is_tar(mm, size):
+        return _also_from_byte_0(_read_legacy_tar(path, mm, size, caps), mm, caps)
     walked = _walk(mm, caps)
     if walked.error and not walked.globals and walked.ops < 2:
         return CheckpointFacts(path=name, format="unknown", size=size, problems=(Problem(
@@ -249,6 +262,25 @@ def _read_mapped(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Caps) -
                     f"(first bytes {bytes(head[:8])!r})",
             evidence={"first_bytes": bytes(head[:8]).hex()}),))
     return _read_pickles(path, mm, size, walked, caps)
+
+
+# Where a file that is also a pickle says so: its byte-0 pickle's findings carry this entry.
+BYTE_0 = "read from byte 0"
+
+
+def _also_from_byte_0(facts: CheckpointFacts, mm: mmap.mmap, caps: Caps) -> CheckpointFacts:
+    """`facts` plus what the pickle that starts at byte 0 would import and call.
+
+    A crafted file can be a valid safetensors file or tar archive and a pickle at once:
+    torch.load(weights_only=False) of a file that is not a ZIP (and not a tar) unpickles
+    from byte 0, and pickle.load always does. The walk's globals are reported like any
+    pickle's; where it did not reach the pickle's end, the rest is not checked. A file that
+    is no pickle stops within a few opcodes, as the unpickler does, with nothing named."""
+    w = _walk(mm, caps)
+    unsafe, unlisted = _dedupe_unsafe(facts.unsafe + _unsafe(w, BYTE_0), facts.unsafe_unlisted + w.unlisted)
+    notes = facts.not_checked + _capped_note(w, f"the pickle {BYTE_0}")
+    return replace(facts, unsafe=unsafe, unsafe_unlisted=unlisted, not_checked=notes,
+                   pickles_walked=facts.pickles_walked + 1)
 
 
 # --- torch ZIP archives ------------------------------------------------------------------
@@ -285,6 +317,8 @@ def _read_zip(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Caps) -> C
         infos = zf.infolist()
         names = [i.filename for i in infos]
         pkl = sorted((n for n in names if n.endswith("data.pkl")), key=len)
+        if not pkl and any(n.lower().endswith(".npy") for n in names):
+            return _read_npz(path, zf, mm, size, caps)
         if not pkl:
             if any(n.endswith("constants.pkl") or "/code/" in n for n in names):
                 why = "a TorchScript archive (torch.jit.save): not judged by this version"
@@ -717,25 +751,34 @@ def _read_pickles(path: Path, mm: mmap.mmap, size: int, first: pw.Walked, caps: 
 
 # --- torch's legacy tar format ---------------------------------------------------------------
 
-def _is_legacy_tar(mm: mmap.mmap, size: int) -> bool:
-    # A POSIX tar whose first member is one of the four torch wrote (torch < 0.4 tar
-    # format, still read by torch.load): "sys_info", "pickle", "tensors", "storages".
-    if size < 512 or mm[257:262] != b"ustar":
-        return False
-    first = bytes(mm[0:100]).split(b"\0", 1)[0]
-    return first in (b"sys_info", b"pickle", b"tensors", b"storages")
+def _is_tar(mm: mmap.mmap, size: int) -> bool:
+    """A tar archive as tarfile (and so torch.load) opens one: the first 512-byte header's
+    checksum holds, whatever the member (a PAX header, a README, torch's own)."""
+    return size >= 512 and tar_checksum_ok(bytes(mm[:512]))
+
+
+# The members torch.load reads from its legacy tar format, in its order; it takes the last
+# member of each name (tarfile's getmember).
+_TORCH_TAR_MEMBERS = ("storages", "tensors", "pickle")
+# Members listed before the walk gives up listing: torch lists them all, so one named
+# storages/tensors/pickle past the cap could be the one it reads; then it is NOT-CHECKED.
+# A torch tar has four members; an archive of more than this is built to hide one.
+_MAX_TAR_MEMBERS = 10_000
+# Records (storages or tensors) walked in one member; torch's own count can be anything.
+_MAX_TAR_RECORDS = 1_000_000
 
 
 def _read_legacy_tar(path: Path, mm: mmap.mmap, size: int, caps: Caps) -> CheckpointFacts:
-    """torch's oldest format: a tar of four members, all read by torch.load with pickle.
+    """A tar archive, read as torch.load reads its oldest format (torch < 0.4):
 
-        sys_info   one pickle
-        pickle     the object, one pickle (tensors as persistent ids)
-        storages   a pickle (count), then per storage: a pickle (key, location, type),
-                   an int64 element count and the raw bytes
+        storages   a pickle (count N), then per storage: a pickle (key, location, type),
+                   an int64 element count and the raw bytes; then a pickle (storage views)
         tensors    a pickle (count), then per tensor: a pickle (key, storage id, type),
                    int32 ndim, 4 bytes, ndim int64 sizes, ndim int64 strides, int64 offset
-    Every pickle is walked; the raw parts are skipped by their recorded lengths."""
+        pickle     the object, one pickle (tensors as persistent ids)
+    torch extracts each by name (the last member of that name), so every member is listed
+    and those are walked; any other member is never read by torch. Every pickle is walked;
+    the raw parts are skipped by their recorded lengths."""
     import tarfile
 
     name = str(path)
@@ -743,52 +786,105 @@ def _read_legacy_tar(path: Path, mm: mmap.mmap, size: int, caps: Caps) -> Checkp
     unlisted = 0
     notes: list[str] = []
     walked = 0
+    chosen: dict[str, tarfile.TarInfo] = {}
+    listed = 0
     try:
         with tarfile.open(path, mode="r:") as tar:
-            members = [m for m in tar.getmembers()[:64] if m.isfile()]
-    except (tarfile.TarError, OSError, EOFError) as e:
+            while True:
+                m = tar.next()
+                if m is None:
+                    break
+                listed += 1
+                if m.name in _TORCH_TAR_MEMBERS:
+                    chosen[m.name] = m  # a later member of the name replaces an earlier one
+                if listed >= _MAX_TAR_MEMBERS:
+                    if tar.next() is not None:
+                        notes.append(f"the tar holds more than {_MAX_TAR_MEMBERS} members; members after "
+                                     f"the first {_MAX_TAR_MEMBERS} were not listed, and torch.load reads "
+                                     "the last member named storages, tensors or pickle, which may be "
+                                     "among them")
+                    break
+    except (tarfile.TarError, OSError, EOFError, ValueError) as e:
         return CheckpointFacts(path=name, format="torch-tar", size=size, problems=(Problem(
             kind="unreadable", byte_offset=0, message=f"a tar archive that cannot be listed ({e})"),))
-    for m in members:
+    for mname in _TORCH_TAR_MEMBERS:
+        m = chosen.get(mname)
+        if m is None:
+            continue
+        if not m.isfile():
+            notes.append(f"member {mname} is a {'link' if m.islnk() or m.issym() else 'special member'}"
+                         f"{f' to {m.linkname!r}' if m.linkname else ''}: torch.load follows it; what it "
+                         "reads there was not walked")
+            continue
         start, stop = m.offset_data, min(m.offset_data + m.size, size)
-        pos = start
-        count = 1 if m.name in ("sys_info", "pickle") else None
-        index = 0
-        while pos < stop:
-            w = _walk(mm, caps, pos, stop=stop)
-            walked += 1
-            unsafe.extend(_unsafe(w, m.name))
-            unlisted += w.unlisted
-            notes.extend(_capped_note(w, f"member {m.name}"))
-            if w.error or w.capped:
-                if w.error:
-                    notes.append(f"member {m.name}: pickle {index} is damaged ({w.error}); the rest of "
-                                 "the member was not walked")
-                break
-            pos = w.end
-            if count is None:  # the leading count of storages/tensors
-                count = w.root if isinstance(w.root, int) and not isinstance(w.root, bool) else 0
-                count += 1
-            index += 1
-            if index >= count:
-                break
-            if m.name == "storages" and index > 1:
-                pos = _skip_storage(w.root, mm, pos, stop)
-            elif m.name == "tensors" and index > 1:
-                pos = _skip_tensor_header(mm, pos, stop)
-            if pos < 0:
-                notes.append(f"member {m.name}: record {index - 1} is not understood; the rest of the "
-                             "member was not walked")
-                break
-        if m.name not in ("sys_info", "pickle", "storages", "tensors"):
-            notes.append(f"member {m.name}: not one torch writes; walked as pickles where it could be")
-    listed, unlisted = _dedupe_unsafe(tuple(unsafe), unlisted)
+        if m.offset_data + m.size > size:
+            notes.append(f"member {mname} runs past the end of the file (cut off)")
+        w_count, more = _walk_tar_member(mname, mm, start, stop, caps, unsafe, notes)
+        walked += w_count
+        unlisted += more
+    listed_unsafe, unlisted = _dedupe_unsafe(tuple(unsafe), unlisted)
+    if not chosen:
+        # torch.load fails on it (no storages member) before unpickling anything.
+        return CheckpointFacts(path=name, format="tar", size=size, unsafe=listed_unsafe,
+                               unsafe_unlisted=unlisted, pickles_walked=walked, not_checked=tuple(notes),
+                               scan_note=f"a tar archive of {listed} member(s), none of them one torch.load "
+                                         "reads (storages, tensors, pickle); not a checkpoint")
     return CheckpointFacts(path=name, format="torch-tar", size=size, problems=(Problem(
         kind="legacy", byte_offset=0,
         message=("torch's legacy tar format (torch < 0.4): its tensors are not read by this version; "
-                 "every pickle in it was checked without running it")),),
-        unsafe=listed, unsafe_unlisted=unlisted, pickles_walked=walked, not_checked=tuple(notes),
+                 "every pickle torch.load reads from it was checked without running it")),),
+        unsafe=listed_unsafe, unsafe_unlisted=unlisted, pickles_walked=walked, not_checked=tuple(notes),
         scan_note="legacy tar format; tensors not read")
+
+
+def _walk_tar_member(mname: str, mm: mmap.mmap, start: int, stop: int, caps: Caps,
+                     unsafe: list[UnsafeGlobal], notes: list[str]) -> tuple[int, int]:
+    """Walk the pickles of one member as torch reads them: (pickles walked, unlisted)."""
+    walked = unlisted = 0
+    pos = start
+    count: int | None = None  # records after the count pickle (storages/tensors)
+    k = -1 if mname != "pickle" else 0  # -1: the count pickle comes next; then records 1, 2, ...
+    while pos < stop:  # a member that ends early makes torch.load fail there: nothing after runs
+        w = _walk(mm, caps, pos, stop=stop)
+        walked += 1
+        unsafe.extend(_unsafe(w, mname))
+        unlisted += w.unlisted
+        notes.extend(_capped_note(w, f"member {mname}"))
+        if w.error or w.capped:
+            if w.error:
+                notes.append(f"member {mname}: a pickle at byte {pos} is damaged ({w.error}); the rest "
+                             "of the member was not walked")
+            break
+        pos = w.end
+        if mname == "pickle":
+            break
+        if k < 0:  # the count torch loops over
+            if not (isinstance(w.root, int) and not isinstance(w.root, bool)) or w.root < 0:
+                break  # torch's range(count) fails here: nothing after it is read
+            count = w.root
+            if count > _MAX_TAR_RECORDS:
+                notes.append(f"member {mname} says it holds {count} records, over the cap of "
+                             f"{_MAX_TAR_RECORDS}: records after that were not walked")
+                count = _MAX_TAR_RECORDS
+            k = 0
+            if mname == "tensors" and count == 0:
+                break
+            continue
+        k += 1
+        assert count is not None
+        if mname == "storages":
+            if k > count:  # the storage-views pickle after the storages: the member's last
+                break
+            pos = _skip_storage(w.root, mm, pos, stop)
+        else:
+            pos = _skip_tensor_header(mm, pos, stop)
+            if k >= count:
+                break
+        if pos < 0:
+            notes.append(f"member {mname}: record {k} is not understood; the rest of the member was "
+                         "not walked")
+            break
+    return walked, unlisted
 
 
 def _skip_storage(root: Any, mm: mmap.mmap, pos: int, stop: int) -> int:
@@ -811,7 +907,172 @@ def _skip_tensor_header(mm: mmap.mmap, pos: int, stop: int) -> int:
     return end if 0 <= ndim <= 64 and end <= stop else -1
 
 
+# --- numpy .npy / .npz ------------------------------------------------------------------------
+
+# numpy's own default bound on an .npy header is 10,000 bytes, but np.load(allow_pickle=True)
+# lifts it; past this many bytes the header (a Python literal) is not parsed.
+_NPY_MAX_HEADER = 64 * 1024
+# A dtype description with no object in it: a scalar type code with an optional size and
+# datetime unit ('<f4', '|b1', '<M8[ns]', '<U5'). Anything else is told apart field by field.
+_NPY_PLAIN = re.compile(r"[<>|=]?(?:[?bBhHiIlLqQpPefdgFDGmM]|[biufcSUVamM]\d{1,9})(?:\[\w{1,8}\])?")
+
+
+def npy_header(buf: Any, at: int = 0) -> tuple[int, bool] | str:
+    """(offset just past the header, whether np.load unpickles the data) of the .npy array
+    that starts at buf[at], or why that is not known.
+
+        \x93NUMPY, major, minor, header length (u16 for 1.x, u32 for 2.x/3.x), then a
+        Python dict literal {'descr': ..., 'fortran_order': ..., 'shape': ...}
+    np.load(allow_pickle=True) unpickles the data when the dtype holds objects."""
+    import ast
+
+    if bytes(buf[at:at + 6]) != NPY_MAGIC or len(buf) < at + 10:
+        return "not an .npy array (no \\x93NUMPY magic)"
+    major = buf[at + 6]
+    if major == 1:
+        hlen, start = struct.unpack_from("<H", buf, at + 8)[0], at + 10
+    elif major in (2, 3) and len(buf) >= at + 12:
+        hlen, start = struct.unpack_from("<I", buf, at + 8)[0], at + 12
+    else:
+        return f".npy format version {major} is not one numpy writes"
+    if hlen > _NPY_MAX_HEADER:
+        return f"its .npy header is {hlen} bytes, over the cap of {_NPY_MAX_HEADER}: not parsed"
+    if start + hlen > len(buf):
+        return "its .npy header is cut off"
+    text = bytes(buf[start:start + hlen]).decode("utf-8" if major == 3 else "latin1", "replace")
+    try:
+        header = ast.literal_eval(text)  # a literal only, as numpy parses it: never code
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return "its .npy header is not a Python literal"
+    if not isinstance(header, dict) or "descr" not in header:
+        return "its .npy header has no descr"
+    holds = _descr_has_object(header["descr"], 0)
+    if holds is None:
+        return f"its .npy dtype {str(header['descr'])[:80]!r} is not understood"
+    return start + hlen, holds
+
+
+def _descr_has_object(descr: Any, depth: int) -> bool | None:
+    """Whether an .npy dtype description holds Python objects (None: not understood)."""
+    if depth > 32:
+        return None
+    if isinstance(descr, str):
+        if _NPY_PLAIN.fullmatch(descr):
+            return False
+        return True if descr.lstrip("<>|=").startswith("O") else None
+    if isinstance(descr, list):
+        out = False
+        for field_ in descr:
+            if not (isinstance(field_, tuple) and len(field_) in (2, 3)):
+                return None
+            inner = _descr_has_object(field_[1], depth + 1)
+            if inner is None:
+                return None
+            out = out or inner
+        return out
+    return None
+
+
+def _read_npy(path: Path, mm: mmap.mmap, size: int, caps: Caps) -> CheckpointFacts:
+    name = str(path)
+    got = npy_header(mm)
+    if isinstance(got, str):
+        return CheckpointFacts(path=name, format="npy", size=size, scan_note="not read",
+                               not_checked=(f"{got}: whether np.load(allow_pickle=True) runs a pickle "
+                                            "from it was not checked",))
+    data_at, holds = got
+    if not holds:
+        return CheckpointFacts(path=name, format="npy", size=size, scan_note="a numpy array; not judged as weights",
+                               no_pickle="an .npy array without objects: np.load reads its bytes, no pickle")
+    w = _walk(mm, caps, data_at)
+    return _npy_facts(name, "npy", size, [(w, "")])
+
+
+def _npy_facts(name: str, fmt: str, size: int, walks: list[tuple[pw.Walked, str]],
+               notes: tuple[str, ...] = ()) -> CheckpointFacts:
+    unsafe: tuple[UnsafeGlobal, ...] = ()
+    unlisted = 0
+    more: list[str] = list(notes)
+    for w, entry in walks:
+        unsafe += _unsafe(w, entry)
+        unlisted += w.unlisted
+        more.extend(_capped_note(w, f"the object array {entry or ''}".rstrip()))
+        if w.error:
+            more.append(f"the object array{' ' + entry if entry else ''}: its pickle is damaged ({w.error}); "
+                        "its globals up to there were checked")
+    listed, unlisted = _dedupe_unsafe(unsafe, unlisted)
+    return CheckpointFacts(path=name, format=fmt, size=size, unsafe=listed, unsafe_unlisted=unlisted,
+                           pickles_walked=len(walks), not_checked=tuple(more),
+                           no_pickle="" if walks else "numpy arrays without objects: np.load runs no pickle",
+                           scan_note="numpy arrays; not judged as weights")
+
+
+def _read_npz(path: Path, zf: zipfile.ZipFile, mm: mmap.mmap, size: int, caps: Caps) -> CheckpointFacts:
+    """np.savez: a ZIP of .npy entries; np.load gives each entry with the .npy magic to
+    its .npy reader, which unpickles object arrays. Each such entry's pickle is walked."""
+    walks: list[tuple[pw.Walked, str]] = []
+    notes: list[str] = []
+    cap = min(caps.max_pickle_mb, caps.max_inflate_mb) * MIB
+    for info in zf.infolist()[:caps.max_tensors]:
+        entry = info.filename
+        data_off = _local_data_offset(mm, info.header_offset)
+        try:
+            if info.compress_type == zipfile.ZIP_STORED and data_off is not None \
+                    and data_off + info.compress_size <= size:
+                data: Any = mm
+                at, stop = data_off, data_off + info.compress_size
+            else:
+                with zf.open(info) as fh:
+                    data = fh.read(12 + _NPY_MAX_HEADER)
+                    if not data.startswith(NPY_MAGIC):
+                        continue
+                    got0 = npy_header(data)
+                    if isinstance(got0, tuple) and got0[1]:
+                        data += fh.read(cap + 1 - len(data))
+                        if len(data) > cap:
+                            notes.append(f"entry {entry} inflates to more than {mib(cap)} (max_inflate_mb/"
+                                         "max_pickle_mb): its object array's pickle was not walked")
+                            continue
+                at, stop = 0, len(data)
+        except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError, EOFError) as e:
+            notes.append(f"entry {entry} cannot be read ({e}); it was not checked")
+            continue
+        if bytes(data[at:at + 6]) != NPY_MAGIC:
+            continue
+        got = npy_header(data[at:min(stop, at + 12 + _NPY_MAX_HEADER)] if data is mm else data)
+        if isinstance(got, str):
+            notes.append(f"entry {entry}: {got}; whether np.load runs a pickle from it was not checked")
+            continue
+        data_at, holds = got
+        if holds:
+            walks.append((_walk(data, caps, at + data_at, stop=stop, base=0), f"npz entry {entry}"))
+    if len(zf.infolist()) > caps.max_tensors:
+        notes.append(f"the archive holds {len(zf.infolist())} entries, over the cap of {caps.max_tensors} "
+                     "(max_tensors): entries after that were not checked")
+    return _npy_facts(str(path), "npz", size, walks, tuple(notes))
+
+
 # --- safetensors ----------------------------------------------------------------------------
+
+# The most dimensions a tensor's shape may have here: numpy's own limit (NPY_MAXDIMS in
+# numpy 2; safetensors' numpy loader refuses more), where real weights have a handful. A
+# shape of 500k dimensions is an attack on the reader, not a tensor.
+_MAX_DIMS = 64
+_U64_MAX = 2**64 - 1
+
+
+def _checked_numel(shape: tuple[int, ...]) -> int | None:
+    """The element count as safetensors computes it (64-bit, checked in order: an
+    overflow before a zero dimension is still an overflow), or None when it overflows."""
+    n = 1
+    for s in shape:
+        if s > _U64_MAX:
+            return None
+        n *= s
+        if n > _U64_MAX:
+            return None
+    return n
+
 
 def _looks_like_safetensors(head: bytes, size: int) -> bool:
     if len(head) < 9:
@@ -850,6 +1111,12 @@ def _read_safetensors(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Ca
     except json.JSONDecodeError as e:
         return bad("bad-header", f"header is not valid JSON at byte {8 + e.pos}: {e.msg}", 8 + e.pos,
                    header_length=n)
+    except ValueError:
+        # Python refuses to convert a number of more than 4300 digits (its bound against
+        # quadratic int parsing); no tensor dimension or offset comes near that.
+        return CheckpointFacts(path=name, format="safetensors", size=size, scan_note="header not read",
+                               not_checked=("the safetensors header holds a number of more than 4300 digits, "
+                                            "too long to convert: the header was not judged",))
     if not isinstance(header, dict):
         return bad("bad-header", "header is JSON but not an object", 8, header_length=n)
     data_start = 8 + n
@@ -863,6 +1130,10 @@ def _read_safetensors(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Ca
     for tname, spec in header.items():
         if tname == "__metadata__":
             continue
+        if isinstance(spec, dict) and isinstance(spec.get("shape"), list) and len(spec["shape"]) > _MAX_DIMS:
+            return CheckpointFacts(path=name, format="safetensors", size=size, scan_note="header not judged",
+                                   not_checked=(f"tensor {str(tname)[:200]!r} has {len(spec['shape'])} dimensions, "
+                                                f"over the cap of {_MAX_DIMS}: the header was not judged",))
         if not (isinstance(spec, dict) and isinstance(spec.get("dtype"), str)
                 and isinstance(spec.get("shape"), list) and isinstance(spec.get("data_offsets"), list)
                 and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in spec["shape"])
@@ -873,11 +1144,16 @@ def _read_safetensors(path: Path, mm: mmap.mmap, size: int, scan: bool, caps: Ca
                                      "with non-negative whole numbers", 8, tensor=str(tname))
         begin, end = spec["data_offsets"]
         shape = tuple(spec["shape"])
+        numel = _checked_numel(shape)
+        if numel is None or end > _U64_MAX:
+            # safetensors computes sizes in 64 bits and refuses a file that overflows them.
+            return bad("bad-header", f"tensor {tname!r}: its element count or data offsets overflow 64 bits; "
+                                     "safetensors refuses the file", 8, tensor=str(tname))
         dtype = _SAFETENSORS_DTYPES.get(spec["dtype"], f"unknown:{spec['dtype']}")
         itemsize = ITEMSIZE.get(dtype)
-        if itemsize is not None and end - begin != _numel(shape) * itemsize:
+        if itemsize is not None and end - begin != numel * itemsize:
             return bad("bad-header", f"tensor {tname!r}: {spec['dtype']} {list(shape)} needs "
-                                     f"{_numel(shape) * itemsize} bytes, data_offsets give {end - begin}",
+                                     f"{numel * itemsize} bytes, data_offsets give {end - begin}",
                        8, tensor=str(tname))
         entries.append((begin, end, str(tname), dtype, shape))
     entries.sort()

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.formats import by_name, formats_of
+from ..core.formats import by_name, formats_of, sniff_checkpoint
 from .coqui import looks_like_coqui
 from .metrics import ALIASES, STEP_ALIASES
 from .script import CONFIG_CLASSES
@@ -74,12 +74,6 @@ def imports_training_framework(head: bytes) -> bool:
     return _FRAMEWORK_IMPORT.search(head) is not None
 
 
-def _torch_legacy_tar(head: bytes) -> bool:
-    # torch's oldest format: a POSIX tar whose first member is one torch wrote
-    return head[257:262] == b"ustar" and head[:100].split(b"\0", 1)[0] in (
-        b"sys_info", b"pickle", b"tensors", b"storages")
-
-
 def detect(path: Path, head: bytes) -> Detected:
     name = path.name
     lower = name.lower()
@@ -95,8 +89,9 @@ def detect(path: Path, head: bytes) -> Detected:
     if suffix in _CHECKPOINT_SUFFIXES:
         return Detected("checkpoint", _CHECKPOINT_SUFFIXES[suffix])
     if suffix == ".tar" and (lower.endswith(".pth.tar") or lower.endswith(".pt.tar")
-                             or _torch_legacy_tar(head)):
-        # `model_best.pth.tar` (a torch.save under a tar name) or torch's legacy tar format
+                             or sniff_checkpoint(head) is not None):
+        # `model_best.pth.tar` or `checkpoint.tar` (a torch.save under a tar name), or a tar
+        # archive (torch's legacy tar format, whatever its first member)
         return Detected("checkpoint", "tar")
     if suffix in _SCRIPT:
         # A training script has a TrainingArguments-family config to lint; any other
@@ -121,4 +116,7 @@ def detect(path: Path, head: bytes) -> Detected:
         return Detected("other", "json", "JSON without log_history or records; not a log")
     if suffix in _COQUI and looks_like_coqui(head):
         return Detected("metrics", "coqui-log")
+    sniffed = sniff_checkpoint(head)  # torch.load and pickle.load do not look at a name
+    if sniffed is not None:
+        return Detected("checkpoint", sniffed)
     return Detected("other", suffix.lstrip(".") or "file", "")

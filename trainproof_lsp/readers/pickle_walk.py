@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import io
 import pickletools
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -184,6 +185,8 @@ _DANGER = {
     ("builtins", "__import__"): "imports any module",
     ("builtins", "getattr"): "reaches any attribute (a stepping stone to any call)",
     ("builtins", "open"): "opens a file for writing or reading",
+    ("io", "open"): "opens a file for writing or reading",
+    ("_io", "open"): "opens a file for writing or reading",
     ("builtins", "breakpoint"): "starts a debugger",
     ("importlib", "import_module"): "imports any module",
     ("runpy", "run_path"): "runs a Python file",
@@ -377,9 +380,22 @@ _REBUILD_V2 = {("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuil
 _REBUILD_PASSTHROUGH = {("torch._utils", "_rebuild_parameter"),
                         ("torch._utils", "_rebuild_parameter_with_state")}
 _JOBLIB_ARRAY = ("joblib.numpy_pickle", "NumpyArrayWrapper")
-# numpy dtype codes as joblib pickles them (`numpy.dtype('f8', False, True)`): the
-# digits are the item size; these letters have no digits.
-_DTYPE_ONE_BYTE = {"b1", "?", "b", "B"}
+# numpy dtype codes as joblib pickles them (`numpy.dtype('f8', False, True)`) whose item
+# size numpy fixes on every platform, checked against numpy 2.4's `dtype.itemsize`. Only
+# these are sized: a code's digits are not its size in general (numpy resolves
+# 'float64' to 8 bytes an item, 'U5' to 20, 'f16' to the platform's long double), and a
+# walker that sizes an array wrongly skips over the opcodes joblib then runs.
+_FIXED_ITEMSIZE = {
+    "b1": 1, "i1": 1, "u1": 1, "i2": 2, "u2": 2, "i4": 4, "u4": 4, "i8": 8, "u8": 8,
+    "f2": 2, "f4": 4, "f8": 8, "c8": 8, "c16": 16, "M8": 8, "m8": 8,
+}
+# An object array (numpy writes 'O8'; 'O4' on 32-bit builds): joblib pickles it whole
+# with a nested pickle.dump, walked in place.
+_OBJECT_CODES = {"O8", "O4"}
+# 'S<n>' and 'U<n>' take their item size from the elsize of the dtype's pickled state
+# (numpy's __setstate__ sets it for these flexible types; without a state, S<n> is n
+# bytes and U<n> n UCS-4 characters).
+_FLEXIBLE = re.compile(r"([SU])(\d{1,9})")
 
 
 def _as_tuple(v: Any) -> tuple[Any, ...]:
@@ -417,38 +433,69 @@ def _call(func: Any, args: Any) -> Any:
     return Call(func=func, args=args)
 
 
-def _joblib_array_bytes(state: Any) -> tuple[int, bool, bool] | None:
+def _dtype_itemsize(dtype: Any) -> tuple[int, bool] | str:
+    """(item size, object dtype) of a pickled numpy dtype exactly as numpy would size it,
+    or why it is not understood."""
+    if not (isinstance(dtype, Call) and isinstance(dtype.func, Global)
+            and (dtype.func.module, dtype.func.name) == ("numpy", "dtype")
+            and isinstance(dtype.args, tuple) and dtype.args and isinstance(dtype.args[0], str)):
+        return "its dtype is not a numpy.dtype(code, ...) call"
+    code = dtype.args[0]
+    state = dtype.state
+    elsize: int | None = None
+    if state is not None:
+        # numpy's dtype state: (version, byte order, subarray, names, fields, elsize,
+        # alignment, flags[, metadata]). A subarray or fields change what an item is.
+        if not (isinstance(state, tuple) and len(state) in (8, 9) and state[0] in (3, 4)):
+            return f"its dtype {code!r} has a state that is not numpy's"
+        if state[2] is not None or state[3] is not None or state[4] is not None:
+            return (f"its dtype {code!r} has fields or a subarray (a structured dtype, perhaps "
+                    "with object fields)")
+        if isinstance(state[5], int) and not isinstance(state[5], bool):
+            elsize = state[5]
+    if code in _OBJECT_CODES:
+        return 0, True
+    if code in _FIXED_ITEMSIZE:
+        return _FIXED_ITEMSIZE[code], False
+    m = _FLEXIBLE.fullmatch(code)
+    if m:
+        if elsize is not None and elsize >= 0:
+            return elsize, False
+        if state is None:
+            return int(m.group(2)) * (4 if m.group(1) == "U" else 1), False
+    return f"its dtype code {code!r} is not one whose item size is known without numpy"
+
+
+def _joblib_array_bytes(state: Any) -> tuple[int, bool, bool] | str:
     """(bytes of raw array data that follow the BUILD, aligned, object dtype) for a joblib
-    NumpyArrayWrapper's state, or None when the state is not understood.
+    NumpyArrayWrapper's state, or why the state is not understood.
 
     joblib.dump writes an array's bytes straight into the pickle stream right after the
     wrapper's BUILD: [one padding-length byte, padding] when the state has
     numpy_array_alignment_bytes, then shape x itemsize bytes; an object array is a nested
     pickle there instead."""
     if not isinstance(state, SymDict):
-        return None
+        return "its state is not a dict"
     fields = {k: v for k, v in state.items if isinstance(k, str)}
-    shape, dtype = fields.get("shape"), fields.get("dtype")
+    shape = fields.get("shape")
     if not isinstance(shape, tuple) or not all(isinstance(s, int) and s >= 0 for s in shape):
-        return None
-    if not (isinstance(dtype, Call) and isinstance(dtype.args, tuple) and dtype.args
-            and isinstance(dtype.args[0], str)):
-        return None
-    code = dtype.args[0]
+        return "its shape is not a tuple of whole numbers"
+    sized = _dtype_itemsize(fields.get("dtype"))
+    if isinstance(sized, str):
+        return sized
+    itemsize, nested = sized
     aligned = fields.get("numpy_array_alignment_bytes") is not None
-    if code.startswith("O"):
-        return 0, aligned, True
-    digits = "".join(ch for ch in code if ch.isdigit())
-    if digits:
-        itemsize = int(digits)
-    elif code in _DTYPE_ONE_BYTE:
-        itemsize = 1
-    else:
-        return None
     count = 1
     for s in shape:
         count *= s
-    return count * itemsize, aligned, False
+        if count > _MAX_ARRAY_ELEMENTS:  # numpy's count is an int64: past it, sizes disagree
+            return f"its shape {shape[:8]!r} holds more than {_MAX_ARRAY_ELEMENTS} elements"
+    return count * itemsize, aligned, nested
+
+
+# np.multiply.reduce(shape) (joblib's element count) wraps past int64: a bigger count is
+# not sized the way joblib sizes it.
+_MAX_ARRAY_ELEMENTS = 2**62
 
 
 def walk(data: Any, start: int = 0, base: int = 0, *, stop: int | None = None,
@@ -652,8 +699,10 @@ def walk(data: Any, start: int = 0, base: int = 0, *, stop: int | None = None,
                     target.state = state
                     if isinstance(target.func, Global) and (target.func.module, target.func.name) == _JOBLIB_ARRAY:
                         raw = _joblib_array_bytes(state)
-                        if raw is None:
-                            raise WalkError("a joblib array whose shape or dtype is not understood")
+                        if isinstance(raw, str):
+                            raise WalkError(f"a joblib array at byte {base + pos} is not understood "
+                                            f"({raw}): where its raw bytes end, and so the opcodes "
+                                            "joblib reads after them, is not known")
                         nbytes, aligned, nested = raw
                         if nested:
                             nested_stops += 1
@@ -683,7 +732,9 @@ def walk(data: Any, start: int = 0, base: int = 0, *, stop: int | None = None,
             error = "pickle ends without STOP (truncated)"
     except ValueError as e:  # genops: truncated data or an unknown opcode
         error = str(e).splitlines()[0] if str(e) else "malformed pickle"
-    except (IndexError, KeyError, TypeError, AttributeError, WalkError) as e:
+    except WalkError as e:
+        error = str(e)
+    except (IndexError, KeyError, TypeError, AttributeError) as e:
         error = f"malformed pickle ({type(e).__name__} at a stack operation)"
     stopped = stream.tell()
     if error and limit < region_end and stopped >= limit - 1:

@@ -136,11 +136,14 @@ dtypes, containers and the numpy helpers of rng_state files — `os.system`,
 Why it matters: `torch.load(weights_only=False)` and `pickle.load` import the global and
 call it with arguments from the file: the checkpoint runs code on whoever loads it. It
 was never run here: opcodes were decoded, not executed. Every pickle-bearing file of a
-run folder is walked: `*.pt/.pth/.bin/.ckpt`, `*.pkl/.pickle/.joblib`, `*.pth.tar`, torch's
-legacy tar format, HF's `training_args.bin`, `optimizer.pt`, `scheduler.pt`,
-`rng_state*.pth`. The classes those files legitimately hold (TrainingArguments and its
-enums, numpy random-state helpers, joblib's array holder) are allowed; TrainingArguments-
-like classes only when created without a call (NEWOBJ), as the Trainer writes them.
+run folder is walked: `*.pt/.pth/.bin/.ckpt`, `*.pkl/.pickle/.joblib`, `*.pth.tar`, any
+tar (torch's legacy format: every member torch.load reads), `.npy`/`.npz` object arrays,
+HF's `training_args.bin`, `optimizer.pt`, `scheduler.pt`, `rng_state*.pth`, and any file
+whose first bytes are a torch archive or a pickle whatever its name; a file under any
+name but `*.safetensors` that also reads as safetensors or a tar is walked from byte 0
+too. The classes those files legitimately hold (TrainingArguments and its enums, numpy
+random-state helpers, joblib's array holder) are allowed; TrainingArguments-like classes
+only when created without a call (NEWOBJ), as the Trainer writes them.
 What it does not mean: that the code is malicious — a checkpoint that pickled a custom
 class is flagged too, because loading it runs that class's module.
 """
@@ -148,6 +151,8 @@ class is flagged too, because loading it runs that class's module.
 
 def check_unsafe(facts: CheckpointFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
     if facts.pickles_walked == 0:
+        if facts.no_pickle:  # read far enough to know no loader unpickles anything from it
+            return
         raise Skip("no pickle in this file" + (" (safetensors holds no code)"
                                                 if facts.format == "safetensors" else ""))
     for g in facts.unsafe:
