@@ -260,6 +260,8 @@ def ranking_table(reports: Iterable[Report]) -> list[str]:
                 f"{r.artefact.path}" + (f"  {' '.join(ids)}" if ids else ""))
             if c.get("common_note"):  # ratios above are over the common span only: say so
                 out.append(f"  {'':>2}  {'':<11} {'':>56}  ^ {c['common_note']}")
+            if r.reason and not c:  # not compared, yet ranked by its own FAILs: say why the dashes
+                out.append(f"  {'':>2}  {'':<11} {'':>56}  ^ not compared: {r.reason}")
     return out
 
 
