@@ -48,7 +48,7 @@ def initialize(ls: TrainproofServer, params: lsp.InitializeParams) -> None:
     tp.presentation = Presentation(encoding=position_encoding(ls),
                                    related_information=tp.features.related_information,
                                    code_description=tp.features.code_description,
-                                   docs_href=tp.docs_href)
+                                   docs_href=tp.docs_href, roots=lambda: commands.root_texts(ls))
     if not tp.features.configuration:
         tp.settings_ready.set()
     ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)(did_open)

@@ -2,10 +2,14 @@
 datasets too big for the editor to sync) runs the project's own command line in a child
 process: the same code path and JSON contract as CI (CONTRACTS.md §5), real cancellation
 (the child is killed), and a crash or a runaway import in the child cannot take the
-server down. Results come back as diagnostics on the files they cite and one message;
-"Show run" answers with the run report page (`doctor --html`), which the client shows in
-its own panel (VS Code), or the server writes it to a file and asks the client to open it
-in a browser (window/showDocument: Neovim 0.11+), or only names the file (the rest).
+server down. Results come back as diagnostics on the files they cite, one message, and
+the list of findings in the command's answer (`findings`: what an editor puts in a list of
+its own, Neovim's quickfix list, VS Code's Problems panel for what no diagnostic shows).
+Paths under the workspace folder are written relative to it in every text the user reads,
+as the command line writes them. "Show run" answers with the run report page (`doctor
+--html`), which the client shows in its own panel (VS Code), or the server writes it to a
+file and asks the client to open it in a browser (window/showDocument: Neovim 0.11+), or
+only names the file (the rest).
 
 Each command is a handler at module level (HANDLERS: name -> handler, registered by
 app.initialize) over the server's state, `ls.tp`. Files are read and written in worker
@@ -35,7 +39,7 @@ from lsprotocol import types as lsp
 from .. import TOOL_NAME, __version__
 from ..core.model import Artefact, Finding, Level, Location, Related, Report, Span, Verdict
 from .children import BadValue, cli_child, existing_path, interpreter
-from .diagnostics import by_path, capped
+from .diagnostics import by_path, capped, relative_text
 from .documents import path_to_uri, uri_to_path
 from .lsp import Progress, registered_methods, workspace_folders
 from .settings import settings_json
@@ -151,11 +155,17 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
 
 # --- results as diagnostics and a message ------------------------------------------------
 
-async def publish_reports(ls: TrainproofServer, reports: list[Report], *, beside_open: bool = False) -> dict[str, int]:
+@dataclass(frozen=True, kw_only=True)
+class Published:
+    counts: dict[str, int]  # findings per path the reports cite
+    shown: frozenset[str]  # paths whose findings the editor shows as diagnostics
+
+
+async def publish_reports(ls: TrainproofServer, reports: list[Report], *, beside_open: bool = False) -> Published:
     """Diagnostics for every file the reports cite. An open document keeps its own,
     judged from its buffer: a doctor's findings for it are left out (the same engine
     said the same), a comparison's or environment check's are shown beside them
-    (`beside_open`). Returns findings per file."""
+    (`beside_open`). A folder, or a path that is no file, has no document to show them on."""
     tp = ls.tp
     grouped = {path: findings for path, findings in by_path(reports).items() if path}
     await tp.ready()  # the rule docs the diagnostics link to
@@ -163,6 +173,7 @@ async def publish_reports(ls: TrainproofServer, reports: list[Report], *, beside
     files = await asyncio.to_thread(_existing_files, [p for p in grouped if p not in tp.paths])
     await tp.load_lines([*files, *cited])
     counts: dict[str, int] = {}
+    shown: set[str] = set()
     for path, findings in grouped.items():
         uri = path_to_uri(path)
         counts[path] = len(findings)
@@ -171,20 +182,57 @@ async def publish_reports(ls: TrainproofServer, reports: list[Report], *, beside
             if beside_open:
                 tp.publish_extras(doc.uri, capped(findings, path, tp.line_text, tp.presentation,
                                                   tp.settings.max_diagnostics_per_file))
+            shown.add(path)
             continue
         if path not in files:
             continue  # a folder: no document to show it on
         tp.publish(uri, capped(findings, path, tp.line_text, tp.presentation, tp.settings.max_diagnostics_per_file))
+        shown.add(path)
         if findings:
             tp.disk_published.add(uri)
-    return counts
+    return Published(counts=counts, shown=frozenset(shown))
+
+
+def findings_list(tp: ServerState, reports: list[Report], not_judged: list[Any],
+                  shown: frozenset[str]) -> list[dict[str, Any]]:
+    """The command's findings as a list an editor shows beside its diagnostics: one entry
+    per finding, each file's in the order and under the cap of its diagnostics (the
+    entry that counts the rest included), then the files the command could not judge.
+    An entry: `path` (absolute; a folder's findings name the folder), `uri`, `range`
+    (0-based, in the client's position units, as the diagnostic's), `id` (the rule; null
+    for a count or a file not judged), `level`, `message` (as the diagnostic says it) and
+    `shown` (true when a diagnostic on that file shows it already)."""
+    out: list[dict[str, Any]] = []
+    for path, findings in by_path(reports).items():
+        if not findings:
+            continue
+        for d in capped(findings, path, tp.line_text, tp.presentation, tp.settings.max_diagnostics_per_file):
+            data = d.data if isinstance(d.data, dict) else {}
+            out.append({"path": path, "uri": path_to_uri(path) if path else None, "range": _range_json(d.range),
+                        "id": d.code, "level": data.get("level") or "INFO", "message": d.message,
+                        "shown": path in shown})
+    for entry in not_judged:
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+            path = entry["path"]
+            out.append({"path": path, "uri": path_to_uri(path) if path else None,
+                        "range": _range_json(None), "id": None, "level": Level.NOT_CHECKED.value,
+                        "message": tp.presentation.shown(f"not judged: {entry.get('reason') or 'no reason given'}"),
+                        "shown": False})
+    return out
+
+
+def _range_json(rng: lsp.Range | None) -> dict[str, dict[str, int]]:
+    if rng is None:
+        return {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
+    return {"start": {"line": rng.start.line, "character": rng.start.character},
+            "end": {"line": rng.end.line, "character": rng.end.character}}
 
 
 def _existing_files(paths: list[str]) -> set[str]:
     return {p for p in paths if Path(p).is_file()}
 
 
-def summary(envelope: dict[str, Any], what: str) -> str:
+def summary(envelope: dict[str, Any], what: str, roots: tuple[str, ...] = ()) -> str:
     reports = envelope.get("reports", [])
     by_verdict: dict[str, int] = {}
     for r in reports:
@@ -194,7 +242,7 @@ def summary(envelope: dict[str, Any], what: str) -> str:
     if envelope.get("not_judged"):
         extra.append(f"{len(envelope['not_judged'])} not judged")
     if envelope.get("error"):
-        extra.append(envelope["error"])
+        extra.append(relative_text(str(envelope["error"]), roots))
     worst = envelope.get("worst_verdict", "?")
     return f"trainproof {what}: {worst} — {len(reports)} report(s): {', '.join(parts) or 'none'}" + (
         f"; {'; '.join(extra)}" if extra else "")
@@ -235,15 +283,38 @@ async def _cli_command(ls: TrainproofServer, *, what: str, argv: list[str], titl
     envelope = run.envelope
     assert envelope is not None  # _no_result answered every run without one
     reports = reports_from_json(envelope)
-    files = await publish_reports(ls, reports, beside_open=beside_open)
-    text = summary(envelope, what)
+    published = await publish_reports(ls, reports, beside_open=beside_open)
+    not_judged = envelope.get("not_judged", [])
+    text = summary(envelope, what, root_texts(ls))
     level = lsp.MessageType.Error if envelope.get("worst_verdict") == "FAIL" else lsp.MessageType.Info
     tp.message(text, level)
     return {"status": "done", "message": text, "worst_verdict": envelope.get("worst_verdict"),
             "exit_code": run.exit_code,
             "reports": [{"path": r.artefact.path, "verdict": r.verdict.value, "findings": len(r.findings)}
                         for r in reports],
-            "not_judged": envelope.get("not_judged", []), "files": files}
+            "not_judged": not_judged, "files": published.counts,
+            "findings": findings_list(tp, reports, not_judged if isinstance(not_judged, list) else [],
+                                      published.shown)}
+
+
+def root_texts(ls: TrainproofServer) -> tuple[str, ...]:
+    """The workspace folders (else the root path) as text: paths under them are written
+    relative to them in what the user reads (Presentation.roots)."""
+    folders, root = workspace_folders(ls)
+    return tuple(str(f) for f in folders) or ((str(root),) if root is not None else ())
+
+
+def shown_path(ls: TrainproofServer, path: Path) -> str:
+    """A path as the command line run from the workspace folder would write it: relative
+    to the folder that holds it (`.` for the folder itself), else as it is."""
+    for root in sorted(root_texts(ls), key=len, reverse=True):
+        try:
+            relative = path.relative_to(root)
+        except ValueError:
+            continue
+        if Path(root).parent != Path(root):  # never relative to the file system's root
+            return str(relative) if relative.parts else "."
+    return str(path)
 
 
 def workspace_root(ls: TrainproofServer | None) -> Path | None:
@@ -480,11 +551,12 @@ def _path_arg(ls: TrainproofServer, args: tuple[Any, ...], index: int = 0) -> Pa
 
 async def _doctor_on(ls: TrainproofServer, path: Path, *, what: str, title: str) -> dict[str, Any]:
     """`doctor --json PATH` in a child; its findings published on the files they cite."""
+    shown = shown_path(ls, path)
     try:
         config_args = _config_args(ls)
     except BadValue as e:
-        return _refused(ls.tp, f"{what} {path}", e)
-    return await _cli_command(ls, what=f"{what} {path}", argv=["doctor", "--json", *config_args, "--", str(path)],
+        return _refused(ls.tp, f"{what} {shown}", e)
+    return await _cli_command(ls, what=f"{what} {shown}", argv=["doctor", "--json", *config_args, "--", str(path)],
                               title=title, timeout=600)
 
 
@@ -517,7 +589,7 @@ async def compare(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
         text = "trainproof compare: no baseline — use \"Set as baseline\" on a known-good run's log first"
         tp.warn(text)
         return {"status": "no-baseline", "message": text}
-    return await _cli_command(ls, what=f"compare {run.name} with {baseline}",
+    return await _cli_command(ls, what=f"compare {run.name} with {shown_path(ls, baseline)}",
                               argv=["compare", "--json", *config_args, "--", str(baseline), str(run)],
                               title="trainproof compare", timeout=600, beside_open=True)
 
@@ -530,7 +602,7 @@ def set_baseline(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
     if not path.exists():
         return _refused(tp, "set baseline", BadValue(f"baseline: {str(path)!r} does not exist"))
     tp.baseline = str(path)
-    text = (f"trainproof: baseline for this session is {path}. To keep it, add "
+    text = (f"trainproof: baseline for this session is {shown_path(ls, path)}. To keep it, add "
             f"`baseline = \"{path}\"` under [tool.trainproof] or set trainproof.baseline.")
     tp.message(text)
     return {"status": "done", "baseline": str(path), "message": text}

@@ -14,7 +14,10 @@ A diagnostic carries:
 from __future__ import annotations
 
 import math
+import os
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -46,6 +49,30 @@ class Presentation:
     related_information: bool = False
     code_description: bool = False
     docs_href: Callable[[str], str | None] = lambda rule_id: None
+    # The workspace folders: a path under one is written relative to it in the text the
+    # editor shows (messages, related information), as the command line writes the paths
+    # it is given relative to where it runs. Called per use: folders can change.
+    roots: Callable[[], tuple[str, ...]] = lambda: ()
+
+    def shown(self, text: str) -> str:
+        return relative_text(text, self.roots())
+
+
+def relative_text(text: str, roots: tuple[str, ...]) -> str:
+    """`text` with every absolute path under one of `roots` written relative to it (the
+    deepest root first). A path is only taken where one starts: `/ws/x` in `/other/ws/x`
+    or in `file:///ws/x` is left alone. A root that is the file system's own is never used."""
+    pattern = _roots_pattern(roots)
+    return pattern.sub("", text) if pattern is not None else text
+
+
+@lru_cache(maxsize=8)
+def _roots_pattern(roots: tuple[str, ...]) -> "re.Pattern[str] | None":
+    prefixes = sorted({r.rstrip("/" + os.sep) + os.sep for r in roots if r and r.rstrip("/" + os.sep)},
+                      key=len, reverse=True)
+    if not prefixes:
+        return None
+    return re.compile(r"(?<![\w./\\:-])(?:" + "|".join(re.escape(p) for p in prefixes) + ")")
 
 
 def lsp_range(span: Span | None, path: str, line_text: LineText, encoding: str) -> lsp.Range:
@@ -68,11 +95,11 @@ def to_diagnostic(f: Finding, line_text: LineText, how: Presentation) -> lsp.Dia
         related = [lsp.DiagnosticRelatedInformation(
             location=lsp.Location(uri=path_to_uri(r.location.path),
                                   range=lsp_range(r.location.span, r.location.path, line_text, how.encoding)),
-            message=r.message) for r in f.related]
+            message=how.shown(r.message)) for r in f.related]
     href = how.docs_href(f.id) if how.code_description else None
     return lsp.Diagnostic(
         range=lsp_range(loc.span, loc.path, line_text, how.encoding),
-        message=_message(f),
+        message=how.shown(_message(f)),
         severity=SEVERITY[f.level],
         code=f.id,
         code_description=lsp.CodeDescription(href=href) if href else None,
@@ -120,7 +147,7 @@ def capped(findings: Sequence[Finding], path: str, line_text: LineText, how: Pre
         breakdown = ", ".join(f"{n} {level}" for level, n in counts.items())
         shown.append(lsp.Diagnostic(
             range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0)),
-            message=(f"{len(hidden)} more finding(s) not shown ({breakdown}); this editor shows "
+            message=how.shown(f"{len(hidden)} more finding(s) not shown ({breakdown}); this editor shows "
                      f"{limit} per file (setting trainproof.maxDiagnosticsPerFile). See them all with "
                      f"`trainproof-lsp doctor {path}` or the \"Run doctor\" code lens."),
             severity=lsp.DiagnosticSeverity.Information,
