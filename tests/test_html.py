@@ -643,6 +643,45 @@ def test_level_spans_place_each_rules_level_on_its_window():
     assert spans("TP-FLAT", mean=5.0) == []  # no level to draw
 
 
+def test_comparison_levels_are_drawn_on_the_windows_the_comparison_measured():
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.compare import compare_with_runs
+    from trainproof_lsp.output.html import to_html
+    from trainproof_lsp.rules.compare import UNCOMPARABLE_RULE, align
+
+    with at_root():
+        outcome, runs = compare_with_runs(Path("fixtures/hf_runs/healthy"), [Path("fixtures/hf_runs/lr_zero")],
+                                          Config())
+    (report,) = outcome.reports
+    run, base = runs[report.artefact.path], runs[report.baseline.path]
+    pair = align(run, base, Config().limits_for(UNCOMPARABLE_RULE))
+
+    def steps(side, w) -> str:
+        return f"{side.loss.steps[w.lo]} {side.loss.steps[w.hi - 1]}"
+
+    loss = charts(parse(to_html(outcome, runs)))["loss"]
+    drawn = {(g.attrs["data-line"], g.attrs["data-names"]): g for g in loss.iter("g") if "level" in g.classes()}
+    floor = next(f for f in report.findings if f.id == "TP-FLOOR-RATIO").evidence
+    assert {k: (g.attrs["data-rules"], g.attrs["data-steps"]) for k, g in drawn.items() if k[0] == "base"} == {
+        ("base", "baseline floor/baseline end level/baseline end level"):
+            ("TP-FLOOR-RATIO TP-END-RATIO TP-IMPROVE-DEFICIT", steps(pair.base, pair.base_end)),
+        ("base", "baseline start level"): ("TP-IMPROVE-DEFICIT", steps(pair.base, pair.base_start)),
+    }
+    assert steps(pair.base, pair.base_end) == "92 100" and steps(pair.base, pair.base_start) == "1 8"
+    end = drawn[("run", "end level")]
+    assert end.attrs["data-rules"] == "TP-END-RATIO" and end.attrs["data-steps"] == steps(pair.run, pair.run_end)
+    assert float(end.attrs["data-value"]) == pytest.approx(pair.run_end_level, rel=1e-11)
+    run_floor = drawn[("run", "floor")]
+    lo, hi = map(int, run_floor.attrs["data-steps"].split())
+    assert lo <= floor["run_floor_step"] <= hi
+    assert float(run_floor.attrs["data-value"]) == pytest.approx(floor["run_floor"], rel=1e-11)
+    # the baseline's level lies on the baseline's own x positions
+    base_end = drawn[("base", "baseline floor/baseline end level/baseline end level")]
+    line = [ln for ln in base_end.iter("line") if "halo" not in ln.classes()][0]
+    assert float(line.attrs["x1"]) == pytest.approx(x_of(loss, 92), abs=0.01)
+    assert float(line.attrs["x2"]) == pytest.approx(x_of(loss, 100), abs=0.01)
+
+
 def test_overview_x_axis_spans_every_compared_run(tmp_path):
     from trainproof_lsp.core.config import Config
     from trainproof_lsp.judge.compare import compare_with_runs

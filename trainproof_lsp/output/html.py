@@ -13,6 +13,7 @@ outcome with the runs. docs/html-report.md describes the page and the API.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from html import escape
@@ -22,8 +23,8 @@ from .. import TOOL_NAME, __version__
 from ..core.model import (EVAL_LOSS, GRAD_NORM, LOSS, LR, Finding, Level, Location, Outcome, Report, Run, Series,
                     Verdict)
 from ..rules import BY_ID
-from ..rules.compare import schedule_length
-from .levels import PLACERS, judged_series, level_spans
+from ..rules.compare import AlignLimits, in_step_order, schedule_length
+from .levels import PAIR_PLACERS, PLACERS, LevelSpan, Side as LevelSide, judged_series, level_spans, pair_level_spans
 from .render import _RANK_ORDER, _negated, _pct, _ratio, _where as where
 
 # The curves a page draws, in this order, with the name a reader knows them by.
@@ -53,6 +54,9 @@ RAIL = 16.0  # the strip above the plot where NaN/Inf points are marked
 AXIS_BELOW = 34.0
 CHAR_WIDTH = 6.0  # 10px monospace (0.6 em a glyph); a label's textLength is its length times this
 LABEL_GAP = 8.0  # the least space between two labels in one row
+
+# The comparison's default alignment limits (where its start and end windows fall).
+ALIGN = AlignLimits()
 
 # Overlaid runs in a comparison overview: fixed order, none of them a level colour.
 PALETTE = ("#1f77b4", "#2ca02c", "#ff7f0e", "#17becf", "#8c564b", "#bcbd22", "#e377c2", "#7f7f7f")
@@ -196,6 +200,7 @@ class _Level:
     first_step: int
     last_step: int
     points: int
+    on_baseline: bool = False  # on the baseline's curve (its steps), not the run's
 
     @property
     def label(self) -> str:
@@ -447,14 +452,16 @@ def chart_svg(cid: str, series_name: str, lines: Sequence[_Line], marks: Sequenc
         for lv in levels:
             if y.log and lv.value <= 0:  # (a median of positive points never is)
                 continue
-            a, b = px(lv.first_step * main.scale), px(lv.last_step * main.scale)
+            k = base.scale if lv.on_baseline and base else main.scale
+            a, b = px(lv.first_step * k), px(lv.last_step * k)
             if b - a < 8:  # a window of one or two points: still a visible bar
                 a, b = (a + b) / 2 - 4, (a + b) / 2 + 4
             at = _c(py(lv.value))
             out.append(f'<g class="level {lv.level.name.lower()}" '
                        f'data-rules="{escape(" ".join(rule for rule, _ in lv.judged))}" '
                        f'data-names="{escape("/".join(name for _, name in lv.judged))}" data-value="{_exact(lv.value)}" '
-                       f'data-steps="{lv.first_step} {lv.last_step}"><title>{escape(lv.label)}</title>'
+                       f'data-steps="{lv.first_step} {lv.last_step}" data-line="{"base" if lv.on_baseline else "run"}">'
+                       f'<title>{escape(lv.label)}</title>'
                        f'<line class="halo" x1="{_c(a)}" y1="{at}" x2="{_c(b)}" y2="{at}"/>'
                        f'<line x1="{_c(a)}" y1="{at}" x2="{_c(b)}" y2="{at}"/></g>')
         out.append('</g>')
@@ -892,7 +899,7 @@ def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparis
         name = _chart_series(f)
         if name is not None:
             by_series.setdefault(name, []).extend(finding_marks(f, index(run), base_index))
-    levels_of = _levels(r.findings, run)
+    levels_of = _levels(r.findings, run, base_run, comparison)
     figures, missing = [], []
     for name in CHARTED:
         series = run.get(name)
@@ -912,7 +919,7 @@ def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparis
             caption += ('<span class="key"></span>run' if series is not None else " (the run logs none)")
             caption += '<span class="key base"></span>baseline'
         x_label = "step" if scale == 1.0 else "step (baseline rescaled to the run's schedule)"
-        levels = levels_of.get(name, []) if series is not None else []
+        levels = [lv for lv in levels_of.get(name, []) if (base_series if lv.on_baseline else series) is not None]
         legend = "".join(f'<li class="{lv.level.name.lower()}"><span class="key level"></span>{escape(lv.label)}</li>'
                          for lv in levels)
         figures.append(f'<figure data-series="{name}"><figcaption>{caption}</figcaption>'
@@ -924,26 +931,57 @@ def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparis
     return out
 
 
-def _levels(findings: Sequence[Finding], run: Run) -> dict[str, list[_Level]]:
+def _compared_side(run: Run, comparison: Mapping[str, object]) -> LevelSide | None:
+    """A compared run's finite loss in step order and the points of it in the common span,
+    as the comparison aligned them (rules/compare.align)."""
+    loss = run.get(LOSS)
+    lo, hi = comparison.get("common_from"), comparison.get("common_to")
+    if loss is None or not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+        return None
+    s = in_step_order(loss.finite())
+    length = schedule_length(run) if comparison.get("axis") == "fraction" else 1.0
+    pos = [step / length for step in s.steps]
+    a, b = bisect.bisect_left(pos, lo), bisect.bisect_right(pos, hi) - 1
+    if a > b:
+        return None
+    # The start and end windows as the default limits cut them (levels.py tries these
+    # sizes first, and others if the configuration changed them).
+    k, n = ALIGN.min_window_points, b - a + 1
+    head = max(bisect.bisect_right(pos, lo + ALIGN.start_fraction * (hi - lo)) - a, min(k, n))
+    tail = n - min(bisect.bisect_left(pos, hi - ALIGN.end_fraction * (hi - lo)) - a, max(0, n - k))
+    return LevelSide(series=s, lo=a, hi=b, head=head, tail=tail)
+
+
+def _levels(findings: Sequence[Finding], run: Run, base_run: Run | None = None,
+            comparison: Mapping[str, object] | None = None) -> dict[str, list[_Level]]:
     """The levels the FAIL/WARN findings judged, by the charted series they were judged
     on; one level that several findings judged (TP-DIVERGE's and TP-DEAD-RUN's end
     level) is one line naming them all."""
-    merged: dict[tuple[str, float, int, int], tuple[list[tuple[str, str]], Level, int]] = {}
+    merged: dict[tuple[str, bool, float, int, int], tuple[list[tuple[str, str]], Level, int]] = {}
+
+    def add(name: str, on_baseline: bool, f: Finding, sp: LevelSpan) -> None:
+        key = (name, on_baseline, sp.value, sp.first_step, sp.last_step)
+        judged, worst, points = merged.get(key, ([], f.level, sp.hi - sp.lo + 1))
+        judged.append((f.id, ("baseline " if on_baseline else "") + sp.name))
+        merged[key] = (judged, Level.FAIL if Level.FAIL in (worst, f.level) else worst, points)
+
+    sides = None
+    if base_run is not None and comparison:
+        run_side, base_side = _compared_side(run, comparison), _compared_side(base_run, comparison)
+        sides = (run_side, base_side) if run_side is not None and base_side is not None else None
     for f in findings:
-        if f.level not in (Level.FAIL, Level.WARN) or f.id not in PLACERS:
+        if f.level not in (Level.FAIL, Level.WARN):
             continue
-        name = judged_series(f)
-        if name not in CHARTED:
-            continue
-        for sp in level_spans(f, run.get(name)):
-            key = (name, sp.value, sp.first_step, sp.last_step)
-            judged, worst, points = merged.get(key, ([], f.level, sp.hi - sp.lo + 1))
-            judged.append((f.id, sp.name))
-            merged[key] = (judged, Level.FAIL if Level.FAIL in (worst, f.level) else worst, points)
+        if f.id in PAIR_PLACERS and sides is not None:
+            for on_baseline, sp in pair_level_spans(f, *sides):
+                add(LOSS, on_baseline, f, sp)
+        elif f.id in PLACERS and judged_series(f) in CHARTED:
+            for sp in level_spans(f, run.get(judged_series(f))):
+                add(judged_series(f), False, f, sp)
     out: dict[str, list[_Level]] = {}
-    for (name, value, first, last), (judged, level, points) in merged.items():
-        out.setdefault(name, []).append(_Level(judged=tuple(judged), level=level, value=value,
-                                               first_step=first, last_step=last, points=points))
+    for (name, on_baseline, value, first, last), (judged, level, points) in merged.items():
+        out.setdefault(name, []).append(_Level(judged=tuple(judged), level=level, value=value, first_step=first,
+                                               last_step=last, points=points, on_baseline=on_baseline))
     return out
 
 

@@ -155,6 +155,87 @@ PLACERS: dict[str, Callable[[Evidence, Series, Sequence[float]], list[LevelSpan 
 }
 
 
+# --- comparison rules: levels on the run's and the baseline's loss ----------------------
+
+# The sizes tried around a cited point: a floor's window (3-20 points) holds it, and
+# every size up to this is tried at every offset (some 1,300 medians at most).
+MAX_AROUND_WINDOW = 50
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Side:
+    """One side of a comparison as the renderer has it: the finite loss in step order and
+    the indexes `lo`..`hi` (inclusive) of its points in the common span."""
+
+    series: Series
+    lo: int
+    hi: int
+    head: int | None = None  # the start window's size when the defaults aligned them
+    tail: int | None = None  # the end window's
+
+
+def _head(name: str, side: Side, value: float | None) -> LevelSpan | None:
+    if value is None:
+        return None
+    v = list(side.series.values)
+    return _span(name, side.series, v, value, [(side.lo, side.lo + w - 1) for w in _sizes(side.head)])
+
+
+def _tail(name: str, side: Side, value: float | None, size: int | None = None) -> LevelSpan | None:
+    if value is None:
+        return None
+    v = list(side.series.values)
+    return _span(name, side.series, v, value, [(side.hi - w + 1, side.hi) for w in _sizes(size or side.tail)])
+
+
+def _around(name: str, side: Side, value: float | None, step: float | None) -> LevelSpan | None:
+    at = _index(side.series, step)
+    if value is None or at is None:
+        return None
+    v = list(side.series.values)
+    n = side.hi - side.lo + 1
+    first = window_for(n, divisor=10, lo=3, hi=20)  # the floor's window (rules/compare._floor)
+    sizes = [first] + [w for w in range(1, MAX_AROUND_WINDOW + 1) if w != first]
+    return _span(name, side.series, v, value, [(hi - w + 1, hi) for w in sizes for hi in range(at, at + w)
+                                               if side.lo <= hi - w + 1 and hi <= side.hi])
+
+
+PairSpans = list[tuple[bool, LevelSpan | None]]  # (on the baseline?, the level)
+
+
+def _floor(ev: Evidence, run: Side, base: Side) -> PairSpans:
+    return [(False, _around("floor", run, _number(ev, "run_floor"), _number(ev, "run_floor_step"))),
+            (True, _around("floor", base, _number(ev, "baseline_floor"), _number(ev, "baseline_floor_step")))]
+
+
+def _end_ratio(ev: Evidence, run: Side, base: Side) -> PairSpans:
+    # The run's end window holds `points` points.
+    return [(False, _tail("end level", run, _number(ev, "run_end_level"), _count(ev, "points"))),
+            (True, _tail("end level", base, _number(ev, "baseline_end_level")))]
+
+
+def _improvement(ev: Evidence, run: Side, base: Side) -> PairSpans:
+    # The baseline's start and end levels, the improvement the run's is measured against.
+    return [(True, _head("start level", base, _number(ev, "baseline_start_level"))),
+            (True, _tail("end level", base, _number(ev, "baseline_end_level")))]
+
+
+PAIR_PLACERS: dict[str, Callable[[Evidence, Side, Side], PairSpans]] = {
+    "TP-FLOOR-RATIO": _floor,
+    "TP-END-RATIO": _end_ratio,
+    "TP-NEG-IMPROVE": _improvement,
+    "TP-IMPROVE-DEFICIT": _improvement,
+}
+
+
+def pair_level_spans(f: Finding, run: Side, base: Side) -> list[tuple[bool, LevelSpan]]:
+    """The levels a comparison finding judged, each on the run's or the baseline's loss."""
+    placer = PAIR_PLACERS.get(f.id)
+    if placer is None:
+        return []
+    return [(on_base, x) for on_base, x in placer(f.evidence, run, base) if x is not None]
+
+
 def judged_series(f: Finding) -> str:
     """The series a level rule judged: the evidence's `series` when it names a view,
     else the train loss."""
@@ -172,4 +253,5 @@ def level_spans(f: Finding, series: Series | None) -> list[LevelSpan]:
     return [x for x in placer(f.evidence, s, list(s.values)) if x is not None]
 
 
-__all__ = ["MAX_SEARCHED_WINDOW", "PLACERS", "LevelSpan", "judged_series", "level_spans"]
+__all__ = ["MAX_AROUND_WINDOW", "MAX_SEARCHED_WINDOW", "PAIR_PLACERS", "PLACERS", "LevelSpan", "Side",
+           "judged_series", "level_spans", "pair_level_spans"]
