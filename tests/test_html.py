@@ -739,6 +739,23 @@ def test_overview_on_the_fraction_axis_spans_each_runs_whole_schedule(tmp_path):
         assert polyline_points(loss, g.attrs["class"].split()[1])[-1][0] == pytest.approx(x_of(loss, 100), abs=0.01)
 
 
+def test_ranking_lists_a_run_that_could_not_be_compared_last_with_its_reason(tmp_path, capsys):
+    short = tmp_path / "short.jsonl"
+    short.write_text('{"step": 1, "loss": 3.0}\n{"step": 2, "loss": 2.0}\n', encoding="utf-8")
+    code, page = cli_page(tmp_path, "compare", "fixtures/hf_runs/healthy", str(short), "fixtures/hf_runs/lr_zero",
+                          "fixtures/hf_runs/healthy/checkpoint-100")
+    capsys.readouterr()
+    assert code == 1  # lr_zero FAILs
+    (table,) = [t for t in parse(page).iter("table") if "ranking" in t.classes()]
+    assert table_rows(table, "thead") == [["#", "verdict", "run", "end ratio", "floor ratio", "loss change",
+                                           "baseline's loss change", "eval best ratio", "eval end ratio",
+                                           "FAIL/WARN findings"]]
+    rows = table_rows(table)
+    assert [r[:2] for r in rows] == [["1", "PASS"], ["2", "FAIL"], ["–", "NOT-CHECKED"]]
+    assert rows[2][2:] == [str(short), "cannot compare with baseline fixtures/hf_runs/healthy/trainer_state.json: "
+                           "the run has 2 finite loss point(s); a comparison needs at least 6"]
+
+
 def test_comparison_section_is_a_table_and_a_sentence(tmp_path, capsys):
     code, page = cli_page(tmp_path, "compare", "fixtures/hf_runs/healthy", "fixtures/hf_runs/lr_zero")
     capsys.readouterr()

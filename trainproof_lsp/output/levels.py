@@ -98,8 +98,10 @@ def _diverge(ev: Evidence, s: Series, v: Sequence[float]) -> list[LevelSpan | No
     if w and end is not None:
         out.append(_span("end level", s, v, end, [(n - w, n - 1)]))
     if w and best is not None and at is not None:
-        out.append(_span("best level", s, v, best, [(hi - w + 1, hi) for hi in range(at, at + w)]
-                         + [(0, hi) for hi in range(at, min(n, w))]))  # the head's shorter windows
+        # rolling_levels' windows end at each point, the first w-1 of them shorter (from
+        # the first point); of those holding the best step, the earliest with the best
+        # level is the one the rule chose.
+        out.append(_span("best level", s, v, best, [(max(0, hi - w + 1), hi) for hi in range(at, min(n, at + w))]))
     return out
 
 
