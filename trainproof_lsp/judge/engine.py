@@ -40,7 +40,8 @@ from ..rules.steps import APPENDED_RULE as APPENDED_RUNS, seams
 # The judges' shared pieces, here too under their old names (engine.not_checked, ...).
 from .base import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
 from .coverage import too_short
-from .preflight import judge_dataset, judge_tokenizer
+from .dataset_pairs import pair_datasets
+from .preflight import judge_dataset, judge_datasets, judge_tokenizer
 
 # Formats whose records are the file's rows in order, so a step going back is a row
 # written later (event files are merged and sorted by step; MLflow numbers each metric
@@ -449,6 +450,7 @@ def doctor(paths: Iterable[Path], config: Config, *,
             reports.append(not_checked(str(p), "unknown", "unknown", f"{p}: no such file or folder"))
     seen: set[Path] = set()
     metric_files: list[tuple[Path, Detected]] = []
+    dataset_files: list[Path] = []
     tokenizer_folders: dict[Path, None] = {}
     for f in files:
         if f in seen:
@@ -476,7 +478,10 @@ def doctor(paths: Iterable[Path], config: Config, *,
         if detected.kind == "resident":
             passed_over.append(NotJudged(path=str(f), reason=detected.reason))
             continue
-        if detected.kind in ("checkpoint", "script", "dataset"):  # read without running: never unpickled, never imported
+        if detected.kind == "dataset":  # judged below, eval files beside their training files
+            dataset_files.append(f)
+            continue
+        if detected.kind in ("checkpoint", "script"):  # read without running: never unpickled, never imported
             reports.append(judge_file(f, config, reference=reference))
             continue
         if detected.kind == "tfevents":
@@ -486,6 +491,7 @@ def doctor(paths: Iterable[Path], config: Config, *,
             passed_over.append(NotJudged(path=str(f), reason=detected.reason or "not a training log"))
             continue
         metric_files.append((f, detected))
+    reports.extend(judge_dataset_files(dataset_files, config, roots=[p for p in paths if p.is_dir()]))
     reports.extend(_judge_metric_files(metric_files, config, not_judged, also))
     reports.extend(judge_tokenizer_folders(tokenizer_folders, config, passed_over))
     if not reports and not not_judged:
@@ -495,6 +501,13 @@ def doctor(paths: Iterable[Path], config: Config, *,
                                    "none a log, dataset, checkpoint, tokenizer or training script)"))
     reports.sort(key=lambda r: r.artefact.path)
     return Outcome(reports=tuple(reports), not_judged=tuple(not_judged), passed_over=tuple(passed_over))
+
+
+def judge_dataset_files(files: list[Path], config: Config, *, roots: Iterable[Path] = ()) -> list[Report]:
+    """The dataset files doctor found, each judged on its own; an eval/valid/test file that
+    pairs with training files by name (dataset_pairs.py) is also judged against them, as
+    `preflight --eval` judges it (TP-PRE-EVAL-OVERLAP and its file-level shares)."""
+    return judge_datasets(files, config, train_of=pair_datasets(files, list(roots)))
 
 
 # What the tokenizer rules read besides tokenizer.json: equal bytes here mean the same

@@ -213,6 +213,36 @@ def judge_dataset(path: Path | str, config: Config, *, data: bytes | None = None
                           rendered=TemplateRows(tokenizer_dir, config).render(scanned, lengths, data))
 
 
+def judge_datasets(paths: Sequence[Path], config: Config, *,
+                   train_of: Mapping[Path, Sequence[Path]] | None = None) -> list[Report]:
+    """Dataset files, each judged on its own as `judge_dataset` judges it; an eval file in
+    `train_of` also against its training files, as `preflight --eval` judges it (doctor
+    pairs them by name: dataset_pairs.py). Each file is read once; a training file's
+    scan is kept only until its last use (its own report, the eval files that need it)."""
+    train_of = train_of or {}
+    uses: dict[Path, int] = {}
+    for t in (t for ts in train_of.values() for t in ts):
+        uses[t] = uses.get(t, 1 if t in paths else 0) + 1
+    kept: dict[Path, DatasetScan | Report] = {}
+
+    def use(p: Path) -> DatasetScan | Report:
+        got = kept[p] if p in kept else _scan(p, config=config)
+        if p in uses:
+            uses[p] -= 1
+            if uses[p] > 0:
+                kept[p] = got
+            else:
+                kept.pop(p, None)
+        return got
+
+    reports: list[Report] = []
+    for p in paths:
+        s = use(p)
+        train = [t for t in map(use, train_of.get(p, ())) if isinstance(t, DatasetScan)]
+        reports.append(s if isinstance(s, Report) else dataset_report(s, config, train=train))
+    return reports
+
+
 def judge_tokenizer(folder: Path | str, config: Config, *, conversational: bool | None = None) -> Report:
     name = str(folder)
     try:
@@ -287,5 +317,5 @@ def repeats_across_files(read: Sequence[DatasetScan | Report], config: Config) -
                           across_files([(i, s.near) for i, s in files]))
 
 
-__all__ = ["preflight", "judge_dataset", "judge_tokenizer", "dataset_report", "scan_dataset", "NotCounted",
-           "TokenCounting", "NOT_ASKED", "repeats_across_files"]
+__all__ = ["preflight", "judge_dataset", "judge_datasets", "judge_tokenizer", "dataset_report", "scan_dataset",
+           "NotCounted", "TokenCounting", "NOT_ASKED", "repeats_across_files"]

@@ -416,9 +416,9 @@ def share_text(share: float, limit: float) -> tuple[str, str]:
     lim = next((f"{limit:.{d}%}" for d in range(4) if float(f"{limit * 100:.{d}f}") == round(limit * 100, 6)),
                f"{limit:.4%}")
     for d in range(4):
-        text = f"{share:.{d}%}"
-        if (text != lim or share == limit) and (text != "100%" or share == 1):
-            return text, lim
+        shown = float(f"{share * 100:.{d}f}")
+        if (share == limit or shown != float(lim[:-1])) and (share == 1 or shown != 100):
+            return f"{share:.{d}%}", lim
     return f"{share:.4%}", lim
 
 
