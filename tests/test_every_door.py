@@ -84,25 +84,18 @@ def test_preflight_without_anything_to_judge_is_a_usage_error(tmp_path):
 
 
 def test_template_check_without_jinja2_is_not_checked_never_a_pass(monkeypatch):
-    def missing():
-        raise ct.TemplateUnavailable(ct.MISSING_JINJA2)
-
-    monkeypatch.setattr(ct, "_environment", missing)
-    ct._compile.cache_clear()
-    try:
-        # The template writes <|im_end|> somewhere: whether the assistant turn ends with it
-        # cannot be told without rendering.
-        report = judge_tokenizer(TOK / "assistant_turn_no_eos", Config())
-        assert report.verdict is Verdict.NOT_CHECKED
-        (f,) = report.findings
-        assert f.id == "TP-NOT-CHECKED" and f.level is Level.NOT_CHECKED
-        assert f.message.startswith("TP-TOK-TEMPLATE-NO-EOS not checked: jinja2 is not installed")
-        assert f.location.span.start_line == 18
-        # A template that writes no end marker anywhere is certain even as text.
-        (g,) = judge_tokenizer(TOK / "template_no_eos", Config()).findings
-        assert (g.id, g.level, g.evidence["rendered"]) == ("TP-TOK-TEMPLATE-NO-EOS", Level.FAIL, False)
-    finally:
-        ct._compile.cache_clear()
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # not found: no render child is started
+    # The template writes <|im_end|> somewhere: whether the assistant turn ends with it
+    # cannot be told without rendering.
+    report = judge_tokenizer(TOK / "assistant_turn_no_eos", Config())
+    assert report.verdict is Verdict.NOT_CHECKED
+    (f,) = report.findings
+    assert f.id == "TP-NOT-CHECKED" and f.level is Level.NOT_CHECKED
+    assert f.message.startswith("TP-TOK-TEMPLATE-NO-EOS not checked: jinja2 is not installed")
+    assert f.location.span.start_line == 18
+    # A template that writes no end marker anywhere is certain even as text.
+    (g,) = judge_tokenizer(TOK / "template_no_eos", Config()).findings
+    assert (g.id, g.level, g.evidence["rendered"]) == ("TP-TOK-TEMPLATE-NO-EOS", Level.FAIL, False)
 
 
 @pytest.mark.parametrize("template,why", [

@@ -1,52 +1,54 @@
-"""Chat templates rendered in a sandbox, for facts the tokenizer and dataset rules judge.
+"""Chat templates rendered in a sandboxed child process, for facts the tokenizer and dataset rules judge.
 
     render(template, messages, special=...)            -> str   (TemplateRejected, TemplateUnusable)
     assistant_end(template, special=..., markers=...)  -> AssistantEnd
+    Renderer(template, variables=..., mode=...)        one child for many renders of one template
     available()                                        -> bool  (jinja2 is installed)
 
 A chat template is Jinja code from the tokenizer folder: untrusted input. It is rendered
 the way transformers renders it (`apply_chat_template`: trim_blocks, lstrip_blocks, a
 `raise_exception` function, the special tokens as variables) but only in jinja2's
 `ImmutableSandboxedEnvironment`, with no loader (no `{% include %}`, no files), no
-network, no access to Python internals, and within bounds of time and output size (the
-limits below). jinja2 is the optional extra `trainproof-lsp[templates]` (it comes with
-torch and transformers); without it the callers fall back to reading the template as
-text, or say the check could not run.
+network, no access to Python internals — and never in this process: each render runs in
+a child (template_child.py) under an address-space limit, a CPU-time limit per render and
+a wall-clock timeout that kills it, so a template that spends minutes in C or builds a
+gigabyte string costs the caller a NOT-CHECKED, never a frozen editor. jinja2 is the
+extra `trainproof-lsp[templates]` (it comes with torch and transformers); without it the
+callers fall back to reading the template as text, or say the check could not run.
 
 Like a reader, this module produces facts, never verdicts.
 """
 
 from __future__ import annotations
 
-import functools
-import re
+import importlib.util
+import json
+import os
+import select
+import signal
+import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Iterable, Mapping, Sequence
 
-# Real chat templates are a few kilobytes (the longest common ones, with tool calling,
-# are under 20k characters); a template far past that is not a chat template, and
-# compiling it would cost more than the check is worth.
-MAX_TEMPLATE_CHARS = 200_000
-# A two-turn conversation renders to a few hundred characters with any real template;
-# 200k characters in one value or in the output means a loop or a string blown up on
-# purpose. (Rendering a dataset row raises both bounds to a few times the row's size.)
-MAX_OUTPUT_CHARS = 200_000
-# Characters a render may build in all (every `~`, `*`, filter and method result counted):
-# real templates build a few times their output; this keeps a template that builds
-# large values in a loop to some tens of megabytes before the time limit would stop it.
-MAX_WORK_CHARS = 20_000_000
-# Real templates render a short conversation in well under 10 ms; two seconds leaves room
-# for a machine under load and still stops a template that loops.
-MAX_SECONDS = 2.0
-# Largest exponent allowed for `**` in a template: no template needs more, and
-# 10 ** (10 ** 9) would run in C, beyond the time limit's reach.
-MAX_EXPONENT = 64
+from .template_child import (MAX_CPU_SECONDS, MAX_MEMORY_MIB, MAX_OUTPUT_CHARS, MAX_SECONDS, MISSING_JINJA2,
+                             TemplateRejected, TemplateUnavailable, TemplateUnusable, too_long)
 
-MISSING_JINJA2 = "jinja2 is not installed (pip install 'trainproof-lsp[templates]')"
+# Wall-clock seconds the parent waits for one render's answer before it kills the child.
+# The child's own CPU limit (MAX_CPU_SECONDS, up to 3 s of CPU) is the real bound; this one
+# catches a child that is stuck without spending CPU. A 2-core machine shared by many
+# processes gives a child a fraction of a core (3 s of CPU took 10 s there): 30 s keeps
+# the CPU limit the one that speaks, and the caller is never blocked past it.
+MAX_WALL_SECONDS = 30.0
+# Wall-clock seconds for the child to start and compile the template (the interpreter and
+# jinja2 take ~0.1 s; transformers' chat-template module ~1 s on an idle machine).
+MAX_START_SECONDS = 30.0
+
+CHILD = Path(__file__).with_name("template_child.py")
+EXCEEDED_CPU = f"the chat template render exceeded {MAX_CPU_SECONDS} s CPU"
 
 # The turns rendered to see how the template ends the assistant's turn: text that no
 # template writes on its own, so finding it in the output is unambiguous.
@@ -54,246 +56,196 @@ USER_TEXT = "trainproof-user-turn-7d1f"
 ASSISTANT_TEXT = "trainproof-assistant-turn-7d1f"
 
 
-class TemplateUnavailable(Exception):
-    """jinja2 is missing; the message says how to install it."""
-
-
-class TemplateRejected(Exception):
-    """The template refused the conversation (its `raise_exception`, or an error raised
-    while rendering it); the message is the template's own words, on one line."""
-
-
-class TemplateUnusable(Exception):
-    """The template could not be rendered within the bounds, or does not compile."""
-
-
 def available() -> bool:
+    """jinja2 can be imported (looked up, not imported: the render happens in a child)."""
     try:
-        import jinja2.sandbox  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("jinja2") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
-def _one_line(e: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(e).split()) or type(e).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _reply_cap(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Bytes one answer may take: the child's output bound (a few times the row, at least
+    MAX_OUTPUT_CHARS), JSON-escaped at up to 12 bytes a character, and a little framing."""
+    given = sum(len(v) for m in messages for v in m.values() if isinstance(v, str))
+    return 12 * max(MAX_OUTPUT_CHARS, 4 * given) + 4096
 
 
-@lru_cache(maxsize=1)
-def _environment() -> Any:
-    """The sandbox, built once (jinja2 imported here, on first use)."""
-    try:
-        from jinja2.exceptions import SecurityError
-        from jinja2.nodes import EvalContext
-        from jinja2.runtime import Context
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-    except ImportError:
-        raise TemplateUnavailable(MISSING_JINJA2) from None
+class Renderer:
+    """One child process rendering one template, for every render of one call (a
+    tokenizer check, the rows of one file). `mode="transformers"` renders with
+    transformers' own function, as apply_chat_template does, for exact token counts.
 
-    class Sandbox(ImmutableSandboxedEnvironment):
-        # Route these operators through call_binop so a template cannot build a
-        # gigabyte string or a huge integer in one C call the time limit cannot stop.
-        intercepted_binops = frozenset({"*", "**", "+", "%"})
-        # `joined` below: the compiled template's str.join (set on the instance)
-        bounded_join: Callable[[Any], str]
+    Renders answer with the text or TemplateRejected (the template refused that
+    conversation). A template that does not compile, goes past a bound or a limit, or
+    whose child dies raises TemplateUnusable — and every later render raises it again:
+    the child is gone. Use as a context manager (or call close()): the child is killed
+    at the end, never left behind."""
 
-        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-            if operator == "**" and isinstance(right, int) and abs(right) > MAX_EXPONENT:
-                raise SecurityError(f"exponent {right} is above {MAX_EXPONENT}")
-            if operator == "*":
-                for seq, n in ((left, right), (right, left)):
-                    if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > _bounds.value_chars:
-                        raise SecurityError(f"a repetition of {len(seq) * n} items is above {_bounds.value_chars}")
-            if operator == "+" and isinstance(left, (str, list)) and isinstance(right, (str, list)) \
-                    and len(left) + len(right) > _bounds.value_chars:
-                raise SecurityError(f"a value of {len(left) + len(right)} characters is above {_bounds.value_chars}")
-            if operator == "%" and isinstance(left, str):
-                widths = right if isinstance(right, tuple) else (right,)
-                if re.search(r"%[-+ #0]*\d{7,}", left) or any(
-                        isinstance(w, int) and w > _bounds.value_chars for w in widths):
-                    raise SecurityError("a format width above the value bound")
-            return _after(super().call_binop(context, operator, left, right))
+    def __init__(self, template: str, *, variables: Mapping[str, Any], mode: str = "sandbox") -> None:
+        self._setup = {"template": template, "variables": dict(variables), "mode": mode}
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._buf = bytearray()
+        self._failed: Exception | None = None
+        self._killed = False  # by us, on the wall-clock timeout
+        why = too_long(template)
+        if why is not None:
+            self._failed = TemplateUnusable(why)
 
-        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-            # Methods reached from a template (`s.ljust(n)`, `s.replace(a, b)`, `s.format(...)`)
-            # are checked before the call (a size argument, a widening format or
-            # replacement) and their result after it.
-            method = getattr(__obj, "__wrapped__", __obj)  # the sandbox wraps str.format
-            _before(getattr(method, "__self__", None), getattr(method, "__name__", ""), args, kwargs)
-            return _after(super().call(__context, __obj, *args, **kwargs))
+    def __enter__(self) -> "Renderer":
+        return self
 
-    def _before(owner: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        for a in (*args, *kwargs.values()):
-            if isinstance(a, int) and not isinstance(a, bool) and a > _bounds.value_chars:
-                raise SecurityError(f"a size argument {a} is above {_bounds.value_chars}")
-        if not isinstance(owner, str):
-            return
-        if name == "format" and re.search(r"\d{7,}", owner):
-            raise SecurityError("a format width above a million characters")
-        if name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
-            grown = len(owner) + (owner.count(args[0]) if args[0] else len(owner) + 1) * len(args[1])
-            if grown > _bounds.value_chars:
-                raise SecurityError(f"a replacement of up to {grown} characters is above {_bounds.value_chars}")
-        if name == "expandtabs" and owner.count("\t") * (args[0] if args and isinstance(args[0], int) else 8) \
-                > _bounds.value_chars:
-            raise SecurityError(f"expanded tabs above {_bounds.value_chars} characters")
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
 
-    def _after(result: Any) -> Any:
-        if isinstance(result, (str, list, tuple)):
-            if len(result) > _bounds.value_chars:
-                raise SecurityError(f"a value of {len(result)} items is above {_bounds.value_chars}")
-            _bounds.work_left -= len(result)
-            if _bounds.work_left < 0:
-                raise SecurityError("the template built more characters in all than its work bound")
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
+
+    # --- rendering ------------------------------------------------------------------------
+
+    def render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = False) -> str:
+        (result,) = self.render_many([(messages, add_generation_prompt)])
+        if isinstance(result, TemplateRejected):
+            raise result
         return result
 
-    def joined(parts: Any) -> str:
-        # `~`, and the bodies of macros and call blocks: joined only when the result fits.
-        parts = [p if isinstance(p, str) else str(p) for p in parts]
-        if sum(map(len, parts)) > _bounds.value_chars:
-            raise SecurityError(f"a value above {_bounds.value_chars} characters")
-        text = "".join(parts)
-        _after(text)
-        return text
+    def render_many(self, items: Iterable[tuple[Sequence[Mapping[str, Any]], bool]]
+                    ) -> list[str | TemplateRejected]:
+        """Each (messages, add_generation_prompt) rendered, in order: the text, or the
+        TemplateRejected the template raised on it."""
+        given = [([dict(m) for m in messages], gen) for messages, gen in items]
+        if not given:
+            return []
+        proc = self._started()
+        try:
+            self._send(proc.stdin, {"renders": [{"messages": m, "add_generation_prompt": g} for m, g in given]})
+            out: list[str | TemplateRejected] = []
+            for messages, _ in given:
+                answer = self._answer(MAX_WALL_SECONDS, _reply_cap(messages))
+                if "text" in answer:
+                    out.append(str(answer["text"]))
+                elif "rejected" in answer:
+                    out.append(TemplateRejected(str(answer["rejected"])))
+                else:
+                    raise TemplateUnusable(str(answer.get("unusable") or "the render process answered nothing"))
+            return out
+        except (TemplateUnusable, TemplateUnavailable) as e:
+            self._fail(e)
+            raise
 
-    from jinja2.ext import Extension
+    # --- the child ------------------------------------------------------------------------
 
-    class Generation(Extension):
-        """`{% generation %}...{% endgeneration %}` (transformers marks the assistant's
-        trained tokens with it): rendered as its body."""
+    def _fail(self, e: Exception) -> None:
+        self._failed = e
+        self.close()
 
-        tags = {"generation"}
+    def _started(self) -> "subprocess.Popen[bytes]":
+        if self._failed is not None:
+            raise self._failed
+        if self._proc is not None:
+            return self._proc
+        try:
+            # -I: no PYTHON* variables, no user site, no script or working folder on
+            # sys.path; "/" as the working folder: nothing of the workspace is near.
+            self._proc = subprocess.Popen([sys.executable, "-I", str(CHILD)], cwd=os.path.abspath(os.sep),
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError as e:
+            self._failed = TemplateUnusable(f"the chat template render process could not start ({e.strerror or e})")
+            raise self._failed from None
+        try:
+            self._send(self._proc.stdin, self._setup)
+            answer = self._answer(MAX_START_SECONDS, 1 << 16)
+            if "unavailable" in answer:
+                raise TemplateUnavailable(str(answer["unavailable"]))
+            if "ok" not in answer:
+                raise TemplateUnusable(str(answer.get("unusable") or "the render process answered nothing"))
+        except (TemplateUnusable, TemplateUnavailable) as e:
+            self._fail(e)
+            raise
+        return self._proc
 
-        def parse(self, parser: Any) -> Any:
-            next(parser.stream)
-            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+    def _send(self, stream: IO[bytes] | None, obj: Mapping[str, Any]) -> None:
+        # The child reads a whole line before it writes anything: no deadlock on full pipes.
+        assert stream is not None
+        try:
+            stream.write(json.dumps(obj).encode("utf-8", "surrogatepass") + b"\n")
+            stream.flush()
+        except OSError:  # the child is gone (BrokenPipeError): why is in its exit status
+            raise TemplateUnusable(self._ended()) from None
 
-    # As transformers renders templates: loop controls ({% break %}) and the generation tag.
-    env = Sandbox(trim_blocks=True, lstrip_blocks=True, loader=None, autoescape=False,
-                  extensions=["jinja2.ext.loopcontrols", Generation])
-    env.concat = joined  # type: ignore[method-assign]
-    env.bounded_join = joined  # read by _compile
+    def _answer(self, seconds: float, cap: int) -> dict[str, Any]:
+        """The child's next line, within `seconds` of wall-clock time and `cap` bytes."""
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        fd = proc.stdout.fileno()
+        deadline = time.monotonic() + seconds
+        start = 0
+        while (end := self._buf.find(b"\n", start)) < 0:
+            start = len(self._buf)
+            if len(self._buf) > cap:
+                self._killed = True
+                raise TemplateUnusable(f"the chat template render wrote more than {cap} bytes")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._killed = True
+                raise TemplateUnusable(f"the chat template render did not finish within {seconds:g} s "
+                                       "(wall clock; the render process was killed)")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise TemplateUnusable(self._ended())
+            self._buf += chunk
+        line = bytes(self._buf[:end])
+        del self._buf[:end + 1]
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise TemplateUnusable("the chat template render process answered something else than JSON")
+        return answer
 
-    def raise_exception(message: Any = "") -> None:
-        raise TemplateRejected(str(message))
-
-    def strftime_now(fmt: str) -> str:
-        # Templates put "today" in system prompts; a fixed date keeps reports deterministic.
-        import datetime
-
-        return datetime.datetime(2024, 1, 1).strftime(str(fmt)[:100])
-
-    def tojson(value: Any, indent: Any = None, **_: Any) -> str:
-        import json
-
-        # An indent is a few spaces; a large one would multiply the output by itself.
-        width = indent if isinstance(indent, int) and 0 <= indent <= 16 else None
-        return json.dumps(value, ensure_ascii=False, indent=width, sort_keys=False, default=str)
-
-    def guarded(name: str, original: Any) -> Any:
-        @functools.wraps(original)  # keeps jinja's pass_context/pass_eval_context marks
-        def filt(*args: Any, **kwargs: Any) -> Any:
-            values = [a for a in args if not isinstance(a, (EvalContext, Context))]
-            owner = values[0] if values else None
-            _before(owner, name, tuple(values[1:]), kwargs)
-            return _after(original(*args, **kwargs))
-        return filt
-
-    env.globals.update(raise_exception=raise_exception, strftime_now=strftime_now)
-    env.filters["tojson"] = tojson
-    env.filters.update({name: guarded(name, f) for name, f in env.filters.items()})
-    return env
-
-
-@lru_cache(maxsize=16)
-def _compile(template: str) -> Any:
-    if len(template) > MAX_TEMPLATE_CHARS:
-        raise TemplateUnusable(f"the chat template is {len(template)} characters (limit {MAX_TEMPLATE_CHARS})")
-    env = _environment()
-    from jinja2 import TemplateError
-
-    try:
-        compiled = env.from_string(template)
-    except TemplateError as e:
-        raise TemplateUnusable(f"the chat template does not compile ({_one_line(e)})") from None
-    except (RecursionError, SyntaxError, MemoryError):
-        # Python's own compiler limits (e.g. "too many statically nested blocks")
-        raise TemplateUnusable("the chat template nests too deeply to compile") from None
-    # `~` compiles to a call of the module-level `str_join` of the template's code: bound it.
-    compiled.root_render_func.__globals__["str_join"] = env.bounded_join
-    return compiled
-
-
-class _OutOfTime(Exception):
-    pass
-
-
-class _Bounds(threading.local):
-    """The bounds of the render running on this thread (the sandbox is shared)."""
-
-    value_chars = MAX_OUTPUT_CHARS
-    work_left = MAX_WORK_CHARS
-
-
-_bounds = _Bounds()
+    def _ended(self) -> str:
+        """Why the child stopped answering, from its exit status."""
+        proc = self._proc
+        assert proc is not None
+        try:
+            code = proc.wait(timeout=MAX_WALL_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        if code == -signal.SIGXCPU or (code == -signal.SIGKILL and not self._killed):
+            return EXCEEDED_CPU  # past the soft limit, or the hard one a parent set lower
+        if code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            return (f"the chat template render process was killed by {name} (limits: "
+                    f"{MAX_CPU_SECONDS} s CPU, {MAX_MEMORY_MIB} MiB memory)")
+        return f"the chat template render process ended (exit {code})"
 
 
 def render(template: str, messages: Sequence[Mapping[str, Any]], *, special: Mapping[str, str | None],
            add_generation_prompt: bool = False) -> str:
     """The template rendered on `messages`, the way `apply_chat_template(tokenize=False)`
-    renders it. TemplateRejected when the template raises on the conversation;
-    TemplateUnusable when it does not compile or exceeds the bounds; TemplateUnavailable
-    without jinja2."""
-    compiled = _compile(template)
-    from jinja2.exceptions import SecurityError, TemplateError
+    renders it, in a child of its own. TemplateRejected when the template raises on the
+    conversation; TemplateUnusable when it does not compile or exceeds a bound or limit;
+    TemplateUnavailable without jinja2."""
+    _check_available()
+    with Renderer(template, variables=special) as renderer:
+        return renderer.render(messages, add_generation_prompt=add_generation_prompt)
 
-    given = sum(len(v) for m in messages for v in m.values() if isinstance(v, str))
-    _bounds.value_chars = max(MAX_OUTPUT_CHARS, 4 * given)
-    _bounds.work_left = max(MAX_WORK_CHARS, 50 * given)
 
-    variables: dict[str, Any] = {k: v for k, v in special.items() if v is not None}
-    variables.update(messages=[dict(m) for m in messages], add_generation_prompt=add_generation_prompt)
-    deadline = time.monotonic() + MAX_SECONDS
-
-    # Jinja compiles a template to Python code whose frames carry the file name
-    # "<template>": a line-level trace on those frames (and only those) stops a template
-    # that loops without writing anything, which an output-size bound alone would not.
-    def local(frame: Any, event: str, arg: Any) -> Any:
-        if time.monotonic() > deadline:
-            raise _OutOfTime()
-        return local
-
-    def calls(frame: Any, event: str, arg: Any) -> Any:
-        return local if frame.f_code.co_filename == "<template>" else None
-
-    previous = sys.gettrace()
-    sys.settrace(calls)
-    out: list[str] = []
-    size = 0
-    try:
-        for chunk in compiled.generate(**variables):
-            size += len(chunk)
-            if size > _bounds.value_chars:
-                raise TemplateUnusable(f"the chat template wrote more than {_bounds.value_chars} characters")
-            out.append(chunk)
-    except _OutOfTime:
-        raise TemplateUnusable(f"the chat template did not finish rendering within {MAX_SECONDS:g} s") from None
-    except (TemplateRejected, TemplateUnusable):
-        raise
-    except SecurityError as e:
-        raise TemplateUnusable(f"the sandbox stopped the chat template ({_one_line(e)})") from None
-    except TemplateError as e:
-        raise TemplateRejected(_one_line(e)) from None
-    except RecursionError:
-        raise TemplateUnusable("the chat template recursed too deeply") from None
-    except MemoryError:
-        raise TemplateUnusable("the chat template ran out of memory") from None
-    except Exception as e:  # the template's own code failed on the conversation (a KeyError, a TypeError...)
-        raise TemplateRejected(f"{type(e).__name__}: {_one_line(e)}") from None
-    finally:
-        sys.settrace(previous)
-    return "".join(out)
+def _check_available() -> None:
+    if not available():
+        raise TemplateUnavailable(MISSING_JINJA2)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -308,20 +260,21 @@ class AssistantEnd:
 
 def assistant_end(template: str, *, special: Mapping[str, str | None], markers: Sequence[str]) -> AssistantEnd:
     """Render a user/assistant exchange (with a system turn first when the template
-    insists on one) and return what follows the assistant's content. TemplateRejected /
-    TemplateUnusable / TemplateUnavailable when it cannot be rendered, TemplateUnusable
-    when the output does not hold the assistant's content."""
+    insists on one) and return what follows the assistant's content — both renders in one
+    child. TemplateRejected / TemplateUnusable / TemplateUnavailable when it cannot be
+    rendered, TemplateUnusable when the output does not hold the assistant's content."""
+    _check_available()
     turns = [{"role": "user", "content": USER_TEXT}, {"role": "assistant", "content": ASSISTANT_TEXT}]
     system = False
-    try:
-        text = render(template, turns, special=special)
-    except TemplateRejected as first:
-        system = True
+    with Renderer(template, variables=special) as renderer:
         try:
-            text = render(template, [{"role": "system", "content": "trainproof-system-turn-7d1f"}, *turns],
-                          special=special)
-        except TemplateRejected:
-            raise first from None
+            text = renderer.render(turns)
+        except TemplateRejected as first:
+            system = True
+            try:
+                text = renderer.render([{"role": "system", "content": "trainproof-system-turn-7d1f"}, *turns])
+            except TemplateRejected:
+                raise first from None
     at = text.rfind(ASSISTANT_TEXT)
     if at < 0:
         raise TemplateUnusable("the rendered conversation does not contain the assistant's content")
@@ -330,5 +283,6 @@ def assistant_end(template: str, *, special: Mapping[str, str | None], markers: 
     return AssistantEnd(tail=tail, marker=found[0][1] if found else None, system=system)
 
 
-__all__ = ["render", "assistant_end", "available", "AssistantEnd", "TemplateRejected", "TemplateUnusable",
-           "TemplateUnavailable", "MISSING_JINJA2", "MAX_OUTPUT_CHARS", "MAX_SECONDS"]
+__all__ = ["render", "assistant_end", "available", "Renderer", "AssistantEnd", "TemplateRejected",
+           "TemplateUnusable", "TemplateUnavailable", "MISSING_JINJA2", "MAX_OUTPUT_CHARS", "MAX_SECONDS",
+           "MAX_CPU_SECONDS", "MAX_MEMORY_MIB", "MAX_WALL_SECONDS", "EXCEEDED_CPU"]

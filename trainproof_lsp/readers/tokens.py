@@ -29,6 +29,12 @@ What is counted per row — the tokens a trainer feeds the model, before truncat
     preference         prompt + chosen and prompt + rejected    prompt part: the prompt (implicit:
                                                                 the turns chosen and rejected share)
 
+Conversations are rendered with transformers' own chat-template function, but in a
+child process under CPU-time and memory limits (chat_template.Renderer, one child per
+file), never in this process: apply_chat_template renders with no bound at all, and the
+template is the tokenizer folder's, untrusted. A template past a limit raises
+chat_template.TemplateUnusable: the file's tokens are then not counted, never guessed.
+
 Message-list values of prompt/completion and preference rows are rendered like chat rows
 (a string prompt beside them is one user turn). Without a chat template, conversations
 count as their contents joined by newlines. Rows that cannot be read in their format
@@ -238,6 +244,7 @@ class _Batch:
         self.items: list[tuple[int, int, Piece]] = []  # (line, slot, piece)
         self.rows: list[int] = []
         self.errors: list[TemplateError] = []
+        self.renderer: Any = None  # chat_template.Renderer, started on the first conversation
 
     def add(self, line: int, pieces: list[tuple[int, Piece]]) -> None:
         self.rows.append(line)
@@ -266,25 +273,35 @@ class _Batch:
         self.rows.clear()
 
     def _render(self, chats: list[tuple[int, int, _Chat]], failed: dict[int, str]) -> list[tuple[int, int, str]]:
+        """The conversations rendered with transformers' own chat-template function, in the
+        bounded child (chat_template.Renderer, mode "transformers"), never in this process:
+        apply_chat_template renders in-process with no time or memory bound. A row the
+        template raises on is a failed row; a template past a limit raises TemplateUnusable."""
+        if not chats:
+            return []
+        renderer = self._renderer()
+        results = renderer.render_many((c.messages, c.generation_prompt) for _, _, c in chats)
         out: list[tuple[int, int, str]] = []
-        for gen in (False, True):
-            group = [c for c in chats if c[2].generation_prompt is gen]
-            if not group:
-                continue
-            try:
-                texts = self.tok.apply_chat_template([c.messages for _, _, c in group], tokenize=False,
-                                                     add_generation_prompt=gen)
-            except Exception:  # some row of the batch: render one by one to find which
-                texts = []
-                for line, _, c in group:
-                    try:
-                        texts.append(self.tok.apply_chat_template(c.messages, tokenize=False,
-                                                                  add_generation_prompt=gen))
-                    except Exception as e:  # jinja's raise_exception, TemplateError, TypeError...
-                        failed.setdefault(line, f"{type(e).__name__}: {_one_line(e)}")
-                        texts.append("")
-            out.extend((line, slot, text) for (line, slot, _), text in zip(group, texts))
+        for (line, slot, _), result in zip(chats, results):
+            if isinstance(result, str):
+                out.append((line, slot, result))
+            else:  # worded as transformers raised it ("TemplateError: ...")
+                failed.setdefault(line, str(result))
+                out.append((line, slot, ""))
         return out
+
+    def _renderer(self) -> Any:
+        if self.renderer is None:
+            from . import chat_template as ct
+
+            template = _template_of(self.tok)
+            variables = _plain(getattr(self.tok, "special_tokens_map", {}) or {})
+            self.renderer = ct.Renderer(template, variables=variables, mode="transformers")
+        return self.renderer
+
+    def close(self) -> None:
+        if self.renderer is not None:
+            self.renderer.close()
 
     def _count(self, items: list[tuple[int, int, str]], special: bool) -> None:
         if not items:
@@ -295,23 +312,45 @@ class _Batch:
             self.out[slot][line] = len(row)
 
 
+def _template_of(tok: Any) -> str:
+    """The template apply_chat_template would use (the default of several named ones)."""
+    pick = getattr(tok, "get_chat_template", None)
+    template = pick() if callable(pick) else getattr(tok, "chat_template", None)
+    return template if isinstance(template, str) else ""
+
+
+def _plain(value: Any) -> Any:
+    """Special tokens as JSON for the render child (AddedToken objects as their text)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
 def count_tokens(path: Path | str, tok: Any, *, lines: int, layout: str = "jsonl", data: bytes | None = None,
                  tokenizer_name: str = "") -> TokenLengths:
     """Stream the file's rows and count their tokens with `tok` (a transformers tokenizer),
-    BATCH_ROWS rows per tokenizer call. `lines` is the file's line count (the scan's)."""
+    BATCH_ROWS rows per tokenizer call; conversations are rendered in one bounded child
+    for the whole file (chat_template.Renderer). `lines` is the file's line count (the
+    scan's). Raises chat_template.TemplateUnusable when the template cannot be rendered
+    within the child's limits (the counts would be a guess: not counted at all)."""
     blank = array("i", [NOT_COUNTED]) * lines
     out = (blank, array("i", blank), array("i", blank))
     batch = _Batch(tok, out)
     rows = 0
-    for line, obj in ds.iter_records(path, layout=layout, data=data):
-        pieces = row_pieces(obj)
-        if pieces is None or line >= lines:
-            continue
-        batch.add(line, pieces)
-        rows += 1
-        if len(batch.rows) >= BATCH_ROWS:
-            batch.flush()
-    batch.flush()
+    try:
+        for line, obj in ds.iter_records(path, layout=layout, data=data):
+            pieces = row_pieces(obj)
+            if pieces is None or line >= lines:
+                continue
+            batch.add(line, pieces)
+            rows += 1
+            if len(batch.rows) >= BATCH_ROWS:
+                batch.flush()
+        batch.flush()
+    finally:
+        batch.close()
     return TokenLengths(path=str(path), tokenizer=tokenizer_name, rows=rows - len(batch.errors),
                         templated=batch.templated, tokens=out[TOTAL], second=out[SECOND], prompt=out[PROMPT],
                         template_errors=tuple(batch.errors))
@@ -339,8 +378,8 @@ class TemplateRendered:
 def render_rows(path: Path | str, template: str, special: dict[str, str | None], wanted: Sequence[int], *,
                 layout: str = "jsonl", data: bytes | None = None) -> TemplateRendered:
     """Render the rows on the `wanted` lines (0-based) with `template` in the jinja2
-    sandbox, one render per distinct role sequence. Raises chat_template.TemplateUnavailable
-    without jinja2."""
+    sandbox, one render per distinct role sequence, all in one bounded child process.
+    Raises chat_template.TemplateUnavailable without jinja2."""
     from . import chat_template as ct
 
     lines = set(wanted)
@@ -348,30 +387,33 @@ def render_rows(path: Path | str, template: str, special: dict[str, str | None],
     verdicts: dict[tuple[str, ...], str | None] = {}
     errors: list[TemplateError] = []
     note = ""
-    for line, obj in ds.iter_records(path, layout=layout, data=data):
-        if line > last:
-            break
-        if line not in lines:
-            continue
-        for which, piece in row_pieces(obj) or ():
-            if not isinstance(piece, _Chat) or which == PROMPT:
-                continue
-            roles = tuple(m["role"] for m in piece.messages)
-            if roles not in verdicts:
-                if len(verdicts) >= MAX_ROLE_SEQUENCES:
-                    note = f"rows with more than {MAX_ROLE_SEQUENCES} distinct role sequences: the rest not rendered"
-                    continue
-                try:
-                    ct.render(template, piece.messages, special=special)
-                    verdicts[roles] = None
-                except ct.TemplateRejected as e:
-                    verdicts[roles] = str(e)
-                except ct.TemplateUnusable as e:
-                    return TemplateRendered(path=str(path), rendered=len(verdicts), template_errors=tuple(errors),
-                                            note=str(e))
-            if verdicts.get(roles):
-                errors.append(TemplateError(line=line, message=verdicts[roles] or ""))
+    if not ct.available():
+        raise ct.TemplateUnavailable(ct.MISSING_JINJA2)
+    with ct.Renderer(template, variables=special) as renderer:  # one child for the file
+        for line, obj in ds.iter_records(path, layout=layout, data=data):
+            if line > last:
                 break
+            if line not in lines:
+                continue
+            for which, piece in row_pieces(obj) or ():
+                if not isinstance(piece, _Chat) or which == PROMPT:
+                    continue
+                roles = tuple(m["role"] for m in piece.messages)
+                if roles not in verdicts:
+                    if len(verdicts) >= MAX_ROLE_SEQUENCES:
+                        note = f"rows with more than {MAX_ROLE_SEQUENCES} distinct role sequences: the rest not rendered"
+                        continue
+                    try:
+                        renderer.render(piece.messages)
+                        verdicts[roles] = None
+                    except ct.TemplateRejected as e:
+                        verdicts[roles] = str(e)
+                    except ct.TemplateUnusable as e:
+                        return TemplateRendered(path=str(path), rendered=len(verdicts), template_errors=tuple(errors),
+                                                note=str(e))
+                if verdicts.get(roles):
+                    errors.append(TemplateError(line=line, message=verdicts[roles] or ""))
+                    break
     return TemplateRendered(path=str(path), rendered=len(verdicts), template_errors=tuple(errors), note=note)
 
 
