@@ -563,7 +563,7 @@ def _contaminated(scan: ds.DatasetScan, ctx: Any, limit: float) -> Iterator[Hit]
 @dataclass(frozen=True, kw_only=True)
 class EvalOverlapShareLimits:
     # A memorised row's loss falls towards zero, so one eval row in twenty seen in training
-    # moves the eval loss by about as much as the checkpoints late in a run differ; below
+    # can move the mean eval loss by as much as checkpoints late in a run differ; below
     # that the per-row findings say enough.
     min_share: float = 0.05
 
