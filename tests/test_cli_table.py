@@ -3,6 +3,7 @@ every judging subcommand loads settings, refuses what it cannot judge and exits 
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -44,11 +45,55 @@ def test_a_bad_settings_file_is_one_line_not_checked_exit_2_in_every_subcommand(
     assert out["error"] == f"configuration: {config}: select names unknown rule(s) TP-NOPE (see `trainproof-lsp rules`)"
 
 
-@pytest.mark.parametrize("name", ["doctor", "epoch", "compare", "preflight", "env"])
+@pytest.mark.parametrize("name", ["doctor", "epoch", "compare"])
 def test_a_bad_flag_value_is_refused_before_anything_is_judged(name, capsys):
     assert cli.main([*JUDGING[name], "--vocab-size", "1"]) == cli.EXIT_NOT_CHECKED
-    out = capsys.readouterr().out
-    assert "error: configuration: --vocab-size must be at least 2" in out and "Worst: NOT-CHECKED" in out
+    # A usage error: the error and the verdict, no "0 report(s): none".
+    assert capsys.readouterr().out.splitlines() == ["error: configuration: --vocab-size must be at least 2",
+                                                    "Nothing judged. Worst: NOT-CHECKED"]
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    (sub,) = [a for a in cli.build_parser()._actions if a.dest == "command"]
+    return dict(sub.choices)
+
+
+def test_every_positional_and_option_of_every_subcommand_has_help():
+    missing = [f"{name} {action.dest}" for name, parser in _subparsers().items() for action in parser._actions
+               if not action.help and action.help != argparse.SUPPRESS]
+    assert missing == []
+
+
+def _options(name: str) -> set[str]:
+    return {o for a in _subparsers()[name]._actions for o in a.option_strings if o.startswith("--")}
+
+
+SHARED = {"--help", "--json", "--sarif", "--config", "--no-config", "--ignore", "--allow-config-to-disable-security",
+          "--verbose"}
+LOG_FACTS = {"--vocab-size", "--num-classes", "--column"}  # what the log rules use
+
+
+def test_preflight_and_env_offer_only_the_options_they_use():
+    assert _options("preflight") == SHARED | {"--eval", "--tokenizer", "--max-len", "--jobs", "--dask"}
+    assert _options("env") == SHARED | {"--entrypoint", "--module", "--cwd", "--python", "--timeout",
+                                        "--run-entrypoint", "--required-gb", "--checkpoint-gb", "--keep",
+                                        "--output-dir", "--checkpoint"}
+    for name in ("doctor", "compare", "epoch"):
+        assert SHARED | LOG_FACTS <= _options(name), name
+
+
+def test_max_len_says_which_extra_it_needs():
+    (max_len,) = [a for a in _subparsers()["preflight"]._actions if "--max-len" in a.option_strings]
+    assert max_len.help == ("context length for token-length checks (counts with the tokenizer: needs the `tokens` "
+                            "extra, transformers: pip install 'trainproof-lsp[tokens]')")
+
+
+def test_epoch_on_a_folder_points_at_doctor(tmp_path, capsys):
+    assert cli.main(["epoch", str(tmp_path)]) == cli.EXIT_NOT_CHECKED
+    assert capsys.readouterr().out.splitlines() == [
+        f"error: {tmp_path} is a folder; epoch judges one log file: `trainproof-lsp doctor {tmp_path}` judges a "
+        "run folder",
+        "Nothing judged. Worst: NOT-CHECKED"]
 
 
 def test_rules_contracts_prints_the_generated_block(capsys):

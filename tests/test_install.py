@@ -216,7 +216,7 @@ def test_the_plain_wheel_prints_every_not_checked_it_counts_with_its_reason(inst
     proc = subprocess.run([exe, "preflight", "train.jsonl", "--tokenizer", str(CHATML), "--max-len", "64"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "train.jsonl:1:1: NOT-CHECKED TP-NOT-CHECKED token lengths not checked: token-length checks need the " \
+    assert "train.jsonl: NOT-CHECKED TP-NOT-CHECKED token lengths not checked: token-length checks need the " \
            "optional transformers package (pip install 'trainproof-lsp[tokens]')" in proc.stdout.splitlines(), \
         proc.stdout
 
@@ -231,3 +231,13 @@ def test_the_vscode_bundle_carries_every_base_dependency():
             if line.split("#")[0].strip()}
     assert "jinja2" in names and {"jinja2", "markupsafe"} <= pins
     assert names <= pins, sorted(names - pins)
+
+
+def test_the_wheel_ships_the_json_schema_the_help_names(dists):
+    import zipfile
+
+    from trainproof_lsp import cli
+
+    with zipfile.ZipFile(dists[".whl"]) as wheel:
+        shipped = json.loads(wheel.read(cli.JSON_SCHEMA))
+    assert shipped == json.loads((REPO / cli.JSON_SCHEMA).read_text(encoding="utf-8"))

@@ -48,4 +48,4 @@ def test_an_unknown_rule_given_to_ignore_is_refused(capsys):
     assert cli.main(["epoch", "x.jsonl", "--ignore", "TP-NOPE"]) == cli.EXIT_NOT_CHECKED
     assert capsys.readouterr().out.splitlines() == [
         "error: configuration: --ignore: unknown rule(s) TP-NOPE (see `trainproof-lsp rules`)",
-        "0 report(s): none. Worst: NOT-CHECKED"]
+        "Nothing judged. Worst: NOT-CHECKED"]

@@ -65,10 +65,26 @@ def _settings(p: argparse.ArgumentParser) -> None:
                         "...); without it they run anyway, with a notice on stderr")
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print the JSON envelope (CONTRACTS.md)")
+# Where --json's document is described: a file the wheel ships (package data), so the
+# help names something every install has.
+JSON_SCHEMA = "trainproof_lsp/output/outcome.schema.json"
+
+
+def _output(p: argparse.ArgumentParser) -> None:
+    """The output options every judging subcommand has, and its settings."""
+    p.add_argument("--json", action="store_true",
+                   help=f"print the JSON envelope instead of text (its JSON Schema: {JSON_SCHEMA} in the "
+                        "installed package)")
     p.add_argument("--sarif", metavar="PATH", help="also write SARIF 2.1.0 to PATH")
     _settings(p)
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also list the checks that ran, each skipped check with its reason, INFO findings "
+                        "and files passed over")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    """_output, and the run facts the log rules use (doctor, compare, epoch)."""
+    _output(p)
     p.add_argument("--vocab-size", metavar="N", type=int,
                    help="number of output classes (LM vocabulary or labels) for TP-LOSS-ABOVE-UNIFORM")
     p.add_argument("--column", metavar="SERIES=NAME", action="append", default=None,
@@ -77,9 +93,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-classes", metavar="C", type=int,
                    help="number of labels of a classifier (the same bound as --vocab-size) for "
                         "TP-AT-CHANCE and TP-LOSS-ABOVE-UNIFORM")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="also list the checks that ran, each skipped check with its reason, INFO findings "
-                        "and files passed over")
 
 
 def _html_option(p: argparse.ArgumentParser) -> None:
@@ -94,7 +107,8 @@ SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  #
 
 def _doctor_parser(sub: SubParsers) -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="judge whatever is at PATH (files or folders; default: .)")
-    doctor.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    doctor.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help="files or folders to judge (default: .); after `--`, a name starting with - is a path")
     doctor.add_argument("--baseline", metavar="B", type=Path,
                         help="also compare each run with this known-good run (default: baseline in the config)")
     doctor.add_argument("--reference", metavar="CKPT", type=Path,
@@ -116,7 +130,8 @@ def _compare_parser(sub: SubParsers) -> argparse.ArgumentParser:
 
 def _epoch_parser(sub: SubParsers) -> argparse.ArgumentParser:
     epoch = sub.add_parser("epoch", help="judge one training log")
-    epoch.add_argument("log", type=Path, metavar="LOG")
+    epoch.add_argument("log", type=Path, metavar="LOG",
+                       help="the log file (trainer_state.json, metrics CSV/JSONL, event file); a run folder: doctor")
     _common(epoch)
     return epoch
 
@@ -140,7 +155,7 @@ def _env_parser(sub: SubParsers) -> argparse.ArgumentParser:
     env.add_argument("--output-dir", metavar="D", type=Path, help="where checkpoints will be written")
     env.add_argument("--checkpoint", metavar="CKPT", type=Path,
                      help="the checkpoint the run resumes from (read, never unpickled)")
-    _common(env)
+    _output(env)
     return env
 
 
@@ -152,18 +167,20 @@ def _preflight_parser(sub: SubParsers) -> argparse.ArgumentParser:
     pre.add_argument("--eval", metavar="EVAL", type=_path_or_url,
                      help="eval file: also checked for overlap with DATASETs")
     pre.add_argument("--tokenizer", metavar="DIR", type=Path, help="tokenizer folder (read as JSON)")
-    pre.add_argument("--max-len", metavar="N", type=int, help="context length for token-length checks")
+    pre.add_argument("--max-len", metavar="N", type=int,
+                     help="context length for token-length checks (counts with the tokenizer: needs the `tokens` "
+                          "extra, transformers: pip install 'trainproof-lsp[tokens]')")
     pre.add_argument("--jobs", metavar="N", type=int,
                      help="worker processes for the scan (default: the cores available)")
     pre.add_argument("--dask", metavar="ADDRESS",
                      help="scan on the Dask cluster at ADDRESS (tcp://host:8786); needs the `dask` extra")
-    _common(pre)
+    _output(pre)
     return pre
 
 
 def _rules_parser(sub: SubParsers) -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="show the rule docs (all, or one ID)")
-    rules.add_argument("rule_id", nargs="?", metavar="ID")
+    rules.add_argument("rule_id", nargs="?", metavar="ID", help="one rule's full doc (default: list every rule)")
     rules.add_argument("--markdown", action="store_true", help="print docs/rules.md")
     rules.add_argument("--contracts", action="store_true",
                        help="print CONTRACTS.md's generated rule list (the block between its markers)")
@@ -174,7 +191,8 @@ def _rules_parser(sub: SubParsers) -> argparse.ArgumentParser:
 def _watch_parser(sub: SubParsers) -> argparse.ArgumentParser:
     watch = sub.add_parser("watch", help="tail a growing log (or a run folder) and print each verdict change; "
                            "waits for a log that does not exist yet")
-    watch.add_argument("target", type=Path, metavar="LOG_OR_DIR")
+    watch.add_argument("target", type=Path, metavar="LOG_OR_DIR",
+                       help="the log to tail, or the run folder whose log to tail (may not exist yet)")
     watch.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between polls (default 2)")
     watch.add_argument("--until-fail", action="store_true", help="exit 1 once a FAIL is confirmed")
     watch.add_argument("--stall-timeout", type=float, metavar="S",
@@ -235,17 +253,18 @@ def _config(args: argparse.Namespace, anchor: Path) -> Config:
             if unknown:
                 raise ConfigError(f"--ignore: unknown rule(s) {', '.join(unknown)} (see `{TOOL_NAME} rules`)")
             config = with_ignored(config, ignored)
-        if args.vocab_size is not None and args.vocab_size < 2:
+        vocab_size = getattr(args, "vocab_size", None)  # the log subcommands' run facts only
+        if vocab_size is not None and vocab_size < 2:
             raise ConfigError("--vocab-size must be at least 2")
         num_classes = getattr(args, "num_classes", None)
         if num_classes is not None:
             if num_classes < 2:
                 raise ConfigError("--num-classes must be at least 2")
-            if args.vocab_size is not None:
+            if vocab_size is not None:
                 raise ConfigError("give --vocab-size or --num-classes, not both (they set the same bound)")
             config = with_vocab(config, num_classes, source="--num-classes")
         else:
-            config = with_vocab(config, args.vocab_size)
+            config = with_vocab(config, vocab_size)
         return with_columns(config, getattr(args, "column", None), "--column")
     except ConfigError as e:
         raise Refused(f"configuration: {e}") from None
@@ -315,6 +334,9 @@ def _compare(args: argparse.Namespace, config: Config) -> Judged:
 
 
 def _epoch(args: argparse.Namespace, config: Config) -> Judged:
+    if args.log.is_dir():  # a run folder: doctor finds its log (and judges the rest)
+        raise Refused(f"{args.log} is a folder; epoch judges one log file: `{TOOL_NAME} doctor {args.log}` "
+                      "judges a run folder")
     return engine.epoch(args.log, config), None
 
 

@@ -189,7 +189,10 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
     summary = ", ".join(f"{counts[v]} {v.value}" for v in Verdict if counts[v])
     extra = f"; {len(o.not_judged)} not judged" if o.not_judged else ""
     extra += f"; {len(o.passed_over)} passed over" if o.passed_over and not verbose else ""
-    out.append(f"{len(o.reports)} report(s): {summary or 'none'}{extra}. Worst: {o.worst_verdict.value}")
+    if o.reports or extra:
+        out.append(f"{len(o.reports)} report(s): {summary}{extra}. Worst: {o.worst_verdict.value}")
+    else:  # a request refused before anything was read (a usage or settings error)
+        out.append(f"Nothing judged. Worst: {o.worst_verdict.value}")
     if not verbose and len(o.reports) > 1:  # (one report's own line says it already)
         out.append(f"{ran_total} check(s) ran, {skipped_total} skipped"
                    + (" (-v lists them and why each was skipped)" if skipped_total else " (-v lists them)"))
