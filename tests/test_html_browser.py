@@ -376,3 +376,46 @@ def test_report_at_two_widths_has_curves_first_and_labels_that_never_overlap(bro
                 str(folder / "trainer_state.json"), str(folder), str(folder / "train.jsonl")]
             assert laid["levels"] == 6  # the diverging run's levels, drawn over its loss
     assert seen_labels >= 2 * 2 * 10  # the pages had labels to keep apart
+
+
+def test_the_judged_levels_are_visible_over_a_noisy_run_at_two_widths(browser, tmp_path):
+    """The red level lines over the noisy curve are pixels a reader sees: the loss chart
+    screenshotted with them and with them hidden differs by a red bar's worth."""
+    from test_html import noisy_diverging_run
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.compare import doctor_with_runs
+    from trainproof_lsp.output.html import to_html
+
+    log, _, _ = noisy_diverging_run(tmp_path)
+    page = tmp_path / "noisy.html"
+    page.write_text(to_html(*doctor_with_runs([log], Config())), encoding="utf-8")
+    chart = "document.querySelector('svg.chart[data-series=\"loss\"]')"
+    hide = ("document.head.insertAdjacentHTML('beforeend', "
+            "'<style>svg.chart g.level{display:none}</style>'); true")
+    for width in (1280, 420):
+        session = browser.open(page, width)
+        laid = browser.evaluate(session, PROBE)
+        assert laid["levels"] == 3 and laid["scrollWidth"] <= width
+        (loss,) = [c for c in laid["charts"] if c["series"] == "loss"]
+        assert overlaps([label["box"] for label in loss["labels"]]) == []
+        box = browser.evaluate(session, f"(() => {{ const r = {chart}.getBoundingClientRect(); "
+                                        "return [r.left + scrollX, r.top + scrollY, r.width, r.height]; })()")
+
+        def shot(suffix: str) -> Counter[tuple[int, int, int]]:
+            png = browser.call("Page.captureScreenshot", {
+                "format": "png", "captureBeyondViewport": True,
+                "clip": {"x": box[0], "y": box[1], "width": box[2], "height": box[3], "scale": 1}}, session)["data"]
+            data = base64.b64decode(png)
+            (tmp_path / f"noisy-loss-{width}{suffix}.png").write_bytes(data)
+            shutil.copyfile(tmp_path / f"noisy-loss-{width}{suffix}.png", ARTIFACTS / f"noisy-loss-{width}{suffix}.png")
+            return colours(decode_png(data)[2])
+
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        with_levels = shot("")
+        browser.evaluate(session, hide)
+        without = shot(".no-levels")
+        # Three bars, each 20 of the 200 steps long and 3 pixels thick at any width (a
+        # stroke that does not scale): at 420 px, where the chart is 0.6 of its size,
+        # some 30 pixels long each, 176 pixels of them the full FAIL red (the rest
+        # blended at their edges).
+        assert near(with_levels, FAIL_RED) - near(without, FAIL_RED) > 120, width

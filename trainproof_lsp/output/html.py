@@ -595,7 +595,8 @@ svg.chart .base .line{stroke:#555;stroke-dasharray:5 3;stroke-width:1.4}
 svg.chart .base .lone{fill:#555}
 svg.chart .nonfinite path{stroke:#8e24aa;stroke-width:2;fill:none}
 svg.chart .nonfinite path.fill{fill:#8e24aa;stroke:none}
-svg.chart .level line{stroke-width:3;stroke-linecap:butt}svg.chart .level line.halo{stroke:#fff;stroke-width:6}
+svg.chart .level line{stroke-width:3;stroke-linecap:butt;vector-effect:non-scaling-stroke}
+svg.chart .level line.halo{stroke:#fff;stroke-width:6}
 svg.chart .level.fail line:not(.halo){stroke:#c62828}svg.chart .level.warn line:not(.halo){stroke:#b26a00}
 svg.chart .marker line{stroke-width:1.2;stroke-dasharray:3 2}
 svg.chart .marker circle{stroke:#fff;stroke-width:1.2}
