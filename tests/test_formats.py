@@ -246,17 +246,16 @@ def test_vscode_client_watches_and_opens_what_the_table_says():
         "editors/vscode/src/common/constants.ts DOCUMENT_PATTERN drifted from core/formats.py"
 
 
-def test_vscode_manifest_activates_on_every_opened_extension_and_named_watched_file():
+def test_vscode_manifest_activates_on_the_tables_artefacts_never_on_every_json_or_python_file():
+    from test_vscode_activation import artefact_globs
+
     manifest = json.loads((VSCODE / "package.json").read_text(encoding="utf-8"))
-    events = set(manifest["activationEvents"])
-    contains = {e.split(":", 1)[1] for e in events if e.startswith("workspaceContains:")}
-    for ext in formats.opened_extensions():
-        language = VSCODE_LANGUAGE[ext]
-        assert f"onLanguage:{language}" in events or any(g.endswith(f".{ext}") for g in contains), ext
+    assert manifest["activationEvents"] == [*(f"workspaceContains:{g}" for g in artefact_globs()),
+                                            "onLanguage:jsonl", "onLanguage:trainproof-log"]
     for f in FORMATS:
-        if f.watched:
+        if f.watched and f.kind == "metrics":
             for glob in (f"**/{n}" for n in (*f.names, *f.patterns)):
-                assert glob in contains, glob
+                assert glob in artefact_globs(), glob
     languages = {lang["id"]: lang for lang in manifest["contributes"]["languages"]}
     assert {e.lstrip(".") for e in languages["jsonl"]["extensions"]} == \
         {e for e, lang in VSCODE_LANGUAGE.items() if lang == "jsonl"}

@@ -5,6 +5,7 @@ import { registerCommands } from './common/commands';
 import { SERVER_COMMANDS, SERVER_NAME } from './common/constants';
 import { registerLogger, traceInfo } from './common/logging';
 import { onDidChangePythonInterpreter } from './common/python';
+import { CommandFindings } from './common/findings';
 import { RunPanels } from './common/runPanel';
 import { ServerController } from './common/server';
 import { affectsServerSettings, needsRestart, serverSettingNames } from './common/settings';
@@ -19,16 +20,22 @@ export async function activate(context: ExtensionContext): Promise<void> {
 
     const status = new VerdictStatus();
     const runPanels = new RunPanels();
+    // Run doctor and Compare, from the palette or a code lens: their findings in the Problems panel.
+    const findings = new CommandFindings();
     const names = serverSettingNames(context.extension.packageJSON);
     controller = new ServerController({
         extensionRoot: context.extensionPath,
         output,
         serverSettingNames: names,
         onState: (state, detail) => status.setServerState(state, detail),
-        presenters: { [SERVER_COMMANDS.showRun]: (args, send) => runPanels.show(args, send) },
+        presenters: {
+            [SERVER_COMMANDS.showRun]: (args, send) => runPanels.show(args, send),
+            [SERVER_COMMANDS.doctor]: findings.presenter(SERVER_COMMANDS.doctor),
+            [SERVER_COMMANDS.compare]: findings.presenter(SERVER_COMMANDS.compare),
+        },
     });
     const server = controller;
-    context.subscriptions.push(status, runPanels, server);
+    context.subscriptions.push(status, runPanels, findings, server);
 
     context.subscriptions.push(
         ...registerCommands({
@@ -36,10 +43,13 @@ export async function activate(context: ExtensionContext): Promise<void> {
             execute: (command, args) => server.execute(command, args),
             restart: (reason) => server.restart(reason),
             onDoctorResult: (verdict) => status.setDoctorVerdict(verdict),
+            onResult: (command, result) => findings.show(command, result),
         }),
         workspace.onDidChangeConfiguration(async (e) => {
             if (needsRestart(e)) {
                 await server.restart('interpreter settings changed');
+            } else if (e.affectsConfiguration('trainproof.jsonAndPython')) {
+                await server.restart('trainproof.jsonAndPython changed');
             } else if (affectsServerSettings(e, names)) {
                 await server.settingsChanged();
             }

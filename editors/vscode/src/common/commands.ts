@@ -1,8 +1,8 @@
 // The palette and context-menu commands. The server's commands need a path argument
 // (trainproof_lsp/server/commands.py); these find it (the clicked resource, the active
 // editor, the workspace folder) and call the server with workspace/executeCommand.
-import { Disposable, LogOutputChannel, Uri, WorkspaceFolder, commands, window, workspace } from 'vscode';
-import { CLIENT_COMMANDS, SERVER_COMMANDS } from './constants';
+import { ConfigurationTarget, Disposable, LogOutputChannel, Uri, WorkspaceFolder, commands, window, workspace } from 'vscode';
+import { CLIENT_COMMANDS, SECTION, SERVER_COMMANDS } from './constants';
 import { traceInfo } from './logging';
 
 export interface CommandHost {
@@ -10,6 +10,8 @@ export interface CommandHost {
     execute(command: string, args: unknown[]): Promise<unknown>;
     restart(reason: string): Promise<void>;
     onDoctorResult(worstVerdict: unknown): void;
+    /** A server command's answer (Run doctor, Compare: their findings go to the Problems panel). */
+    onResult(command: string, result: unknown): Promise<void> | void;
 }
 
 /** The folder "Run doctor on folder" judges: the clicked folder, else the only workspace
@@ -44,6 +46,7 @@ export function registerCommands(host: CommandHost): Disposable[] {
         if (result?.message) {
             traceInfo(`${command}: ${result.status}: ${result.message}`);
         }
+        await host.onResult(command, result);
         return result;
     };
     const needFile = (what: string) => void window.showWarningMessage(`trainproof: ${what}: open or select a file first`);
@@ -79,6 +82,17 @@ export function registerCommands(host: CommandHost): Disposable[] {
             return target ? run(SERVER_COMMANDS.checkEnvironment, [target]) : needFile('Check environment');
         }),
         commands.registerCommand(CLIENT_COMMANDS.restartServer, () => host.restart('restart command')),
+        // The user asks for every JSON, CSV and Python file here, artefacts or not: the
+        // workspace's setting (a folder-less window: the user's); its change restarts the server.
+        commands.registerCommand(CLIENT_COMMANDS.checkJsonAndPython, async () => {
+            const config = workspace.getConfiguration(SECTION);
+            if (config.get<string>('jsonAndPython', 'auto') === 'always') {
+                void window.showInformationMessage('trainproof: every JSON, CSV and Python file is checked already (trainproof.jsonAndPython).');
+                return;
+            }
+            await config.update('jsonAndPython', 'always',
+                workspace.workspaceFolders?.length ? ConfigurationTarget.Workspace : ConfigurationTarget.Global);
+        }),
         commands.registerCommand(CLIENT_COMMANDS.showOutput, () => host.output.show()),
         commands.registerCommand(CLIENT_COMMANDS.serverInfo, async () => {
             const info = await run(SERVER_COMMANDS.showServerInfo, []);

@@ -10,7 +10,7 @@ export const SERVER_NAME = 'trainproof';
 export const MIN_PYTHON: readonly [number, number] = [3, 10];
 
 /** Settings the client reads itself; every other `trainproof.*` setting goes to the server. */
-export const CLIENT_ONLY_SETTINGS: readonly string[] = ['interpreter', 'importStrategy', 'trace.server'];
+export const CLIENT_ONLY_SETTINGS: readonly string[] = ['interpreter', 'importStrategy', 'trace.server', 'jsonAndPython'];
 
 export const SERVER_COMMANDS = {
     doctor: 'trainproof.doctor',
@@ -34,6 +34,7 @@ export const CLIENT_COMMANDS = {
     restartServer: 'trainproof.restartServer',
     showOutput: 'trainproof.showOutput',
     serverInfo: 'trainproof.serverInfo',
+    checkJsonAndPython: 'trainproof.checkJsonAndPython',
 } as const;
 
 /** Files whose changes the server hears about (didChangeWatchedFiles): a run that writes
@@ -67,3 +68,39 @@ export const VERDICT_STREAM_GLOB = '**/trainproof-verdict.jsonl';
  *  tokenizer configs (a tokenizer's chat_template.jinja included): the `opened` formats of
  *  trainproof_lsp/core/formats.py, checked by tests/test_formats.py. */
 export const DOCUMENT_PATTERN = '**/*.{json,jsonl,ndjson,csv,tsv,py,jinja}';
+
+/** Files that mark a workspace as holding training artefacts: a run's logs and checkpoints
+ *  and a model's tokenizer and configs, by the names the table of formats
+ *  (trainproof_lsp/core/formats.py) gives them — never a name any project has
+ *  (`config.json`). package.json activates the extension on them (`workspaceContains:`),
+ *  and only in such a workspace (or when the user asks: `trainproof.jsonAndPython`) does
+ *  the server get every JSON and Python file. tests/test_vscode_activation.py checks this
+ *  list against the table and package.json. */
+export const ARTEFACT_GLOBS: readonly string[] = [
+    '**/trainer_state.json',
+    '**/events.out.tfevents.*',
+    '**/tokenizer_config.json',
+    '**/special_tokens_map.json',
+    '**/tokenizer.json',
+    '**/chat_template.jinja',
+    '**/chat_template.json',
+    '**/generation_config.json',
+    '**/adapter_config.json',
+    '**/metrics.csv',
+    '**/metrics.jsonl',
+    '**/hparams.yaml',
+    '**/*.ckpt',
+    '**/*.safetensors',
+    '**/trainproof-verdict.jsonl',
+];
+
+/** The documents the server judges in any workspace: the files the tool owns by name
+ *  (ARTEFACT_GLOBS that are opened formats) and by its own languages (JSON Lines, a
+ *  tokenizer's chat template). Any other JSON, CSV or Python file only where the workspace
+ *  holds training artefacts (DOCUMENT_PATTERN). Checked by tests/test_vscode_activation.py. */
+export const OWNED_DOCUMENT_PATTERN =
+    '**/{trainer_state.json,tokenizer_config.json,special_tokens_map.json,tokenizer.json,chat_template.json,' +
+    'generation_config.json,adapter_config.json,metrics.csv,*.jsonl,*.ndjson,*.jinja}';
+
+/** Folders the artefact search passes over (the table's SKIPPED_FOLDERS that hold no run of the user's). */
+export const ARTEFACT_SEARCH_EXCLUDE = '**/{node_modules,.venv,venv,site-packages,dist-packages,.git}/**';

@@ -8,7 +8,10 @@ import {
     ConfigurationParams, DidChangeConfigurationNotification, ExecuteCommandRequest,
     LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOptions, State,
 } from 'vscode-languageclient/node';
-import { DOCUMENT_PATTERN, SECTION, SERVER_COMMANDS, SERVER_ID, SERVER_NAME, WATCHED_GLOBS } from './constants';
+import {
+    ARTEFACT_GLOBS, ARTEFACT_SEARCH_EXCLUDE, DOCUMENT_PATTERN, OWNED_DOCUMENT_PATTERN, SECTION, SERVER_COMMANDS, SERVER_ID,
+    SERVER_NAME, WATCHED_GLOBS,
+} from './constants';
 import { traceError, traceInfo, traceLog, traceWarn } from './logging';
 import { Interpreter, checkPythonVersion, interpreterFromPythonExtension, resolveInterpreter } from './python';
 import { bundledLibsPath, serverLaunch } from './launch';
@@ -25,6 +28,42 @@ export function configurationAnswer(params: ConfigurationParams, fromNext: unkno
 }
 
 export type ServerState = 'starting' | 'running' | 'stopped' | 'failed';
+
+/** How long the search for training artefacts may take before the server starts without them. */
+export const ARTEFACT_SEARCH_MS = 5000;
+
+export type FindFiles = (include: string, exclude: string, maxResults: number) => Thenable<readonly unknown[]>;
+
+/** Whether the server gets every JSON, CSV and Python file of the workspace, and why: the
+ *  `trainproof.jsonAndPython` setting is "always", or ("auto") the workspace holds a
+ *  training artefact (ARTEFACT_GLOBS, the files the manifest activates on). Otherwise it
+ *  gets only the files the tool owns (OWNED_DOCUMENT_PATTERN). */
+export async function judgesEveryJsonAndPython(setting: unknown, findFiles: FindFiles,
+    timeoutMs = ARTEFACT_SEARCH_MS): Promise<{ every: boolean; why: string }> {
+    if (setting === 'always') {
+        return { every: true, why: 'trainproof.jsonAndPython is "always"' };
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), timeoutMs); });
+    try {
+        const found = await Promise.race([findFiles(`{${ARTEFACT_GLOBS.join(',')}}`, ARTEFACT_SEARCH_EXCLUDE, 1), timedOut]);
+        if (found === 'timeout') {
+            return { every: false, why: `no training artefact found in ${timeoutMs / 1000} s` };
+        }
+        return found.length > 0
+            ? { every: true, why: `the workspace holds training artefacts (${String((found[0] as { fsPath?: string }).fsPath ?? found[0])})` }
+            : { every: false, why: 'the workspace holds no training artefact' };
+    } catch (e) {
+        return { every: false, why: `the search for training artefacts failed (${e})` };
+    } finally {
+        clearTimeout(timer);
+    }
+}
+
+/** The documents the server is sent: every JSON, CSV and Python file, or the tool's own. */
+export function documentSelector(every: boolean): { scheme: string; pattern: string }[] {
+    return [{ scheme: 'file', pattern: every ? DOCUMENT_PATTERN : OWNED_DOCUMENT_PATTERN }];
+}
 
 /** Shows a server command's answer: called with the command's arguments and `send`, which
  *  runs the command on the server; its result is the command's result. */
@@ -155,10 +194,16 @@ export class ServerController implements Disposable {
         const settingsFor = (scopeUri: string | undefined) => withWorkspacePython(
             getServerSettings(names, scopeUri ? Uri.parse(scopeUri) : folder, workspace.isTrusted), selected,
             workspace.isTrusted);
+        const { every, why } = await judgesEveryJsonAndPython(
+            workspace.getConfiguration(SECTION, folder).get('jsonAndPython', 'auto'),
+            (include, exclude, max) => workspace.findFiles(include, exclude, max));
+        traceInfo(every ? `every JSON, CSV and Python file is checked: ${why}`
+            : `only the files trainproof owns are checked: ${why} (JSON, CSV and Python files too: "trainproof: ` +
+              'Check JSON and Python files in this workspace" or the setting trainproof.jsonAndPython)');
         const watchers = WATCHED_GLOBS.map((glob) => workspace.createFileSystemWatcher(glob));
         this.disposables.push(...watchers);
         const clientOptions: LanguageClientOptions = {
-            documentSelector: [{ scheme: 'file', pattern: DOCUMENT_PATTERN }],
+            documentSelector: documentSelector(every),
             outputChannel: this.host.output,
             traceOutputChannel: this.host.output,
             revealOutputChannelOn: RevealOutputChannelOn.Never,

@@ -14,6 +14,7 @@ function host() {
         execute: sinon.stub().resolves({ status: 'done', worst_verdict: 'FAIL', message: 'trainproof doctor: FAIL' }),
         restart: sinon.stub().resolves(),
         onDoctorResult: sinon.spy(),
+        onResult: sinon.spy(),
     };
 }
 
@@ -43,6 +44,7 @@ describe('commands', () => {
         await registeredCommands.get(CLIENT_COMMANDS.runDoctorOnFolder)!();
         sinon.assert.calledWith(h.execute, SERVER_COMMANDS.doctor, [file('/ws')]);
         sinon.assert.calledWith(h.onDoctorResult, 'FAIL');
+        sinon.assert.calledWith(h.onResult, SERVER_COMMANDS.doctor, sinon.match({ worst_verdict: 'FAIL' }));
 
         state.activeFile = MockUri.file('/ws/run/trainer_state.json');
         await registeredCommands.get(CLIENT_COMMANDS.compareWithBaseline)!();

@@ -46,6 +46,30 @@ export class WebviewPanel {
     }
 }
 
+export class Position {
+    constructor(readonly line: number, readonly character: number) {}
+}
+
+export class Range {
+    constructor(readonly start: Position, readonly end: Position) {}
+}
+
+export class Diagnostic {
+    source?: string;
+    code?: string | number;
+    constructor(readonly range: Range, readonly message: string, readonly severity: number) {}
+}
+
+/** languages.createDiagnosticCollection's collection: what is set, by file path. */
+export class DiagnosticCollection {
+    readonly entries = new Map<string, Diagnostic[]>();
+    disposed = false;
+    constructor(readonly name: string) {}
+    set(uri: Uri, diagnostics: Diagnostic[]): void { this.entries.set(uri.fsPath, diagnostics); }
+    clear(): void { this.entries.clear(); }
+    dispose(): void { this.disposed = true; this.entries.clear(); }
+}
+
 export interface MockState {
     configuration: Record<string, unknown>;
     isTrusted: boolean;
@@ -55,17 +79,21 @@ export interface MockState {
     activeFile: Uri | undefined;
     files: Record<string, string>;
     panels: WebviewPanel[];
+    collections: DiagnosticCollection[];
+    executed: [string, unknown[]][];
+    /** getConfiguration(...).update calls: [section.key, value, target]. */
+    updates: [string, unknown, unknown][];
 }
 
 export const state: MockState = {
     configuration: {}, isTrusted: true, workspaceFolders: undefined, extensions: {}, diagnostics: [],
-    activeFile: undefined, files: {}, panels: [],
+    activeFile: undefined, files: {}, panels: [], collections: [], executed: [], updates: [],
 };
 
 export function resetState(): void {
     Object.assign(state, {
         configuration: {}, isTrusted: true, workspaceFolders: undefined, extensions: {}, diagnostics: [],
-        activeFile: undefined, files: {}, panels: [],
+        activeFile: undefined, files: {}, panels: [], collections: [], executed: [], updates: [],
     });
 }
 
@@ -84,7 +112,11 @@ function watcher() {
 const base = {
     Uri,
     EventEmitter,
+    Position,
+    Range,
+    Diagnostic,
     StatusBarAlignment: { Left: 1, Right: 2 },
+    ConfigurationTarget: { Global: 1, Workspace: 2, WorkspaceFolder: 3 },
     ViewColumn: { Active: -1, Beside: -2, One: 1, Two: 2 },
     DiagnosticSeverity: { Error: 0, Warning: 1, Information: 2, Hint: 3 },
     ThemeColor: class { constructor(readonly id: string) {} },
@@ -94,6 +126,9 @@ const base = {
             get: <T>(key: string, fallback?: T): T => {
                 const full = `${section}.${key}`;
                 return (full in state.configuration ? state.configuration[full] : fallback) as T;
+            },
+            update: async (key: string, value: unknown, target?: unknown) => {
+                state.updates.push([`${section}.${key}`, value, target]);
             },
         }),
         get isTrusted() { return state.isTrusted; },
@@ -121,6 +156,11 @@ const base = {
     languages: {
         getDiagnostics: () => state.diagnostics,
         onDidChangeDiagnostics: noop,
+        createDiagnosticCollection: (name: string) => {
+            const collection = new DiagnosticCollection(name);
+            state.collections.push(collection);
+            return collection;
+        },
     },
     extensions: {
         getExtension: (id: string) => state.extensions[id],
@@ -130,7 +170,7 @@ const base = {
             registeredCommands.set(id, handler);
             return { dispose: () => registeredCommands.delete(id) };
         },
-        executeCommand: async () => undefined,
+        executeCommand: async (id: string, ...args: unknown[]) => { state.executed.push([id, args]); return undefined; },
     },
 };
 
