@@ -526,7 +526,9 @@ def walk(data: Any, start: int = 0, base: int = 0, *, stop: int | None = None,
     capped = ""
     ops = 0
     unlisted = 0  # distinct globals past _MAX_DISTINCT_GLOBALS: counted, not listed
-    nested_stops = 0  # joblib object arrays: nested pickles whose STOP is not ours
+    # joblib object arrays: a nested pickle.load with its own stack, marks and memo, whose
+    # STOP is not ours; the outer pickle's are kept here and come back at that STOP.
+    outer: list[tuple[list[Any], list[list[Any]], dict[Any, Any]]] = []
     pos = start
 
     def pop_mark() -> list[Any]:
@@ -564,8 +566,18 @@ def walk(data: Any, start: int = 0, base: int = 0, *, stop: int | None = None,
                                 danger="calls the class with arguments from the file (runs its "
                                        "__init__); files of this kind only create it without a call")
 
+    resume = False  # set at a nested pickle's STOP: genops ends there, the stream goes on
+
+    def opcodes() -> Iterator[tuple[Any, Any, int | None]]:
+        nonlocal resume
+        while True:
+            yield from pickletools.genops(stream)
+            if not resume:
+                return
+            resume = False
+
     try:
-        for op, arg, at in pickletools.genops(stream):
+        for op, arg, at in opcodes():
             # genops gives no position only for a stream without tell(); both streams here
             # have one, so `at` is always an offset.
             pos = at if at is not None else pos
@@ -605,8 +617,9 @@ def walk(data: Any, start: int = 0, base: int = 0, *, stop: int | None = None,
             elif name in ("PROTO", "FRAME"):
                 continue
             elif name == "STOP":
-                if nested_stops:
-                    nested_stops -= 1  # a joblib object array's own pickle ends here
+                if outer:  # a joblib object array's own pickle ends here
+                    stack, marks, memo = outer.pop()
+                    resume = True
                     continue
                 end = pos + 1
                 break
@@ -705,7 +718,8 @@ def walk(data: Any, start: int = 0, base: int = 0, *, stop: int | None = None,
                                             "joblib reads after them, is not known")
                         nbytes, aligned, nested = raw
                         if nested:
-                            nested_stops += 1
+                            outer.append((stack, marks, memo))
+                            stack, marks, memo = [], [], {}
                         else:
                             skip = stream.tell()
                             if aligned:
