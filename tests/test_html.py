@@ -776,6 +776,15 @@ def test_comparison_section_is_a_table_and_a_sentence(tmp_path, capsys):
         ["verdict judged alone", "FAIL", "PASS", "–"],
     ]
     assert "baseline_end_level" not in div.all_text() and "_" not in div.all_text()  # no key/value dump
+    # the note keeps its capitals; a number no row names is still shown, by its words
+    from trainproof_lsp.output.html import _comparison_html
+
+    other = parse(_comparison_html({"axis": "fraction", "common_from": 0.02, "common_to": 1.0, "compared_segment": 3,
+                                    "common_note": "the run's loss is NaN from step 710 on"}))
+    assert next(other.iter("p")).all_text() == (
+        "The run was compared with the baseline over 2%-100% of each run's schedule (their schedules differ). "
+        "The run's loss is NaN from step 710 on.")
+    assert table_rows(next(other.iter("table"))) == [["compared segment", "3"]]
 
 
 def test_marker_labels_never_overlap_on_real_pages(tmp_path, capsys):

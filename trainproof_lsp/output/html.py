@@ -822,7 +822,8 @@ def _comparison_html(comparison: Mapping[str, object]) -> str:
                     f'<td class="mono" colspan="3">{escape(_num(comparison[key]))}</td></tr>')
     prose = f"The run was compared with the baseline {escape(_span_words(comparison))}."
     if comparison.get("common_note"):
-        prose += f" {escape(str(comparison['common_note']).capitalize())}."
+        note = str(comparison["common_note"])
+        prose += f" {escape(note[:1].upper() + note[1:])}."  # (str.capitalize would lower the rest)
     return ('<h3>Comparison</h3><div class="comparison">'
             f'<p class="comparison-summary">{prose}</p>'
             '<table class="comparison"><thead><tr><th></th><th scope="col">run</th><th scope="col">baseline</th>'
