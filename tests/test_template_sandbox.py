@@ -117,7 +117,7 @@ def test_a_normal_template_renders_in_one_child_for_both_turn_layouts(tmp_path, 
     assert (end.tail, end.marker, end.system) == ("</s>", "</s>", True)
     assert len(started) == 1
     argv = started[0]
-    assert argv[:3] == [sys.executable, "-I", str(Path(template_child.__file__))]
+    assert argv == [sys.executable, "-I", "-S", str(Path(template_child.__file__))]
 
 
 def test_the_rows_of_one_file_share_one_child(tmp_path, monkeypatch):
