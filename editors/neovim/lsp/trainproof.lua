@@ -12,4 +12,10 @@ return {
   root_markers = { 'pyproject.toml', '.git' },
   -- vim.empty_dict(): an empty Lua table would go out as a JSON array, not an object.
   settings = { trainproof = vim.empty_dict() },
+  -- The code lenses' Run doctor and Compare run through the plugin, which puts their
+  -- findings in the quickfix list (lua/trainproof/init.lua).
+  commands = {
+    ['trainproof.doctor'] = function(command, ctx) require('trainproof').execute(command.command, command.arguments, ctx.bufnr) end,
+    ['trainproof.compare'] = function(command, ctx) require('trainproof').execute(command.command, command.arguments, ctx.bufnr) end,
+  },
 }

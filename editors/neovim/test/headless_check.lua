@@ -13,6 +13,11 @@
 --   message TAB <a message shown while the buffer was opened and judged>
 --   hover TAB <the hover text, 300 characters>
 --   command TAB TrainproofSetBaseline TAB <messages shown> TAB <the server's message>
+--   qfopen TAB <source> TAB <true when a quickfix window is open>
+--   qftitle TAB <source> TAB <the quickfix list's title>
+--   qf TAB <source> TAB <file> TAB <lnum> TAB <col> TAB <type> TAB <text>
+-- where <source> is `command` (:TrainproofDoctor on the log's folder) or `lens` (the
+-- log's "Run doctor" code lens, through codelens.run).
 local out_path = os.getenv('TP_OUT') or 'nvim_setup.tsv'
 local file = os.getenv('TP_FILE')
 local timeout = tonumber(os.getenv('TP_TIMEOUT_MS') or '30000')
@@ -116,6 +121,52 @@ vim.wait(300, function() return #notes > 1 end, 50)  -- a second copy, if one co
 vim.notify = notify
 vim.lsp.handlers['window/showMessage'] = show_message
 emit('command\tTrainproofSetBaseline\t' .. #notes .. '\t' .. (notes[1] or ''):gsub('%s+', ' '))
+
+-- Run doctor fills the quickfix list: from the user command, then from the code lens.
+local function quickfix_window_open()
+  for _, win in ipairs(vim.api.nvim_list_wins()) do
+    if vim.bo[vim.api.nvim_win_get_buf(win)].buftype == 'quickfix' then return true end
+  end
+  return false
+end
+local function emit_quickfix(source)
+  local qf = vim.fn.getqflist({ title = 1, items = 1 })
+  emit('qfopen\t' .. source .. '\t' .. tostring(quickfix_window_open()))
+  emit('qftitle\t' .. source .. '\t' .. (qf.title or ''))
+  for _, item in ipairs(qf.items) do
+    emit(string.format('qf\t%s\t%s\t%d\t%d\t%s\t%s', source, vim.api.nvim_buf_get_name(item.bufnr), item.lnum,
+      item.col, item.type, (item.text:gsub('[\t\n]', ' '))))
+  end
+end
+local log_win = vim.api.nvim_get_current_win()
+vim.fn.setqflist({}, 'f')
+vim.cmd('TrainproofDoctor ' .. vim.fn.fnameescape(vim.fn.fnamemodify(file, ':p:h')))
+vim.wait(timeout, function() return #vim.fn.getqflist() > 0 end, 50)
+emit_quickfix('command')
+
+vim.cmd('cclose')
+vim.fn.setqflist({}, 'f')
+vim.api.nvim_set_current_win(log_win)
+local doctor_lens = nil
+for _, lens in ipairs(lenses()) do
+  if lens.command and lens.command.title == 'Run doctor' then doctor_lens = lens end
+end
+if doctor_lens then
+  vim.api.nvim_win_set_cursor(log_win, { doctor_lens.range.start.line + 1, 0 })
+  -- Several lenses on the line: codelens.run asks which; answer "Run doctor".
+  local select = vim.ui.select
+  vim.ui.select = function(items, opts, on_choice)
+    for i, item in ipairs(items) do
+      local title = opts and opts.format_item and opts.format_item(item) or tostring(item)
+      if title == 'Run doctor' then return on_choice(item, i) end
+    end
+    return on_choice(nil, nil)
+  end
+  vim.lsp.codelens.run()
+  vim.wait(timeout, function() return #vim.fn.getqflist() > 0 end, 50)
+  vim.ui.select = select
+  emit_quickfix('lens')
+end
 
 vim.fn.writefile(lines, out_path)
 for _, client in pairs(vim.lsp.get_clients and vim.lsp.get_clients() or vim.lsp.get_active_clients()) do

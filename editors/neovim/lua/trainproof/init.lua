@@ -38,6 +38,9 @@ M.defaults = {
   },
   -- Refresh code lenses on BufEnter, CursorHold and InsertLeave.
   codelens = true,
+  -- Run doctor / Compare (the commands and the code lenses): their findings in the
+  -- quickfix list, opened when there are any; false to fill it without opening it.
+  open_quickfix = true,
   -- Called as on_attach(client, bufnr) after the keymaps are set.
   on_attach = nil,
 }
@@ -92,16 +95,70 @@ function M.root_dir(path)
   return dir
 end
 
+-- Run doctor and Compare answer with their findings (trainproof_lsp/server/commands.py:
+-- path, 0-based range, id, level, message); those go to the quickfix list.
+local LISTED = { ['trainproof.doctor'] = true, ['trainproof.compare'] = true }
+local QF_TYPE = { FAIL = 'E', WARN = 'W', ['NOT-CHECKED'] = 'I', INFO = 'I' }
+
+local function text_of(value)
+  return type(value) == 'string' and value or nil  -- JSON null arrives as vim.NIL
+end
+
+-- Quickfix items, one a finding, written as the command line writes them:
+-- LEVEL RULE message (the rule left out of a count of findings not shown, or a file not judged).
+function M.quickfix_items(findings)
+  local items = {}
+  for _, f in ipairs(type(findings) == 'table' and findings or {}) do
+    local path = text_of(f.path)
+    if path and path ~= '' then
+      local start = type(f.range) == 'table' and f.range.start or { line = 0, character = 0 }
+      local level = text_of(f.level) or 'INFO'
+      local id = text_of(f.id)
+      table.insert(items, {
+        filename = path,
+        lnum = start.line + 1,
+        col = start.character + 1,
+        type = QF_TYPE[level] or 'I',
+        text = level .. ' ' .. (id and (id .. ' ') or '') .. (text_of(f.message) or ''),
+      })
+    end
+  end
+  return items
+end
+
+-- A command's answer: Run doctor's and Compare's findings replace the quickfix list,
+-- titled with the command's summary; the list opens when it has any.
+function M.show_findings(command, result)
+  if not LISTED[command] or type(result) ~= 'table' or result.status ~= 'done' then
+    return
+  end
+  local items = M.quickfix_items(result.findings)
+  vim.fn.setqflist({}, ' ', { title = text_of(result.message) or command, items = items })
+  if config.open_quickfix and #items > 0 then
+    vim.cmd('botright copen')
+  end
+end
+
 -- workspace/executeCommand on this buffer's trainproof server. The server shows each
--- command's outcome itself (window/showMessage); only a failed request is notified here.
+-- command's outcome itself (window/showMessage); a failed request is notified here, and
+-- Run doctor's and Compare's findings go to the quickfix list.
 function M.execute(command, arguments, bufnr)
   bufnr = bufnr or vim.api.nvim_get_current_buf()
   vim.lsp.buf_request(bufnr, 'workspace/executeCommand', { command = command, arguments = arguments or {} },
-    function(err)
+    function(err, result)
       if err then
         vim.notify('trainproof: ' .. (err.message or tostring(err)), vim.log.levels.ERROR)
+        return
       end
+      M.show_findings(command, result)
     end)
+end
+
+-- The code lenses' Run doctor and Compare run here on the client (client-side commands:
+-- codelens.run calls them instead of sending the command itself), so their findings
+-- reach the quickfix list as the user commands' do.
+local function lens_command(command, ctx)
+  M.execute(command.command, command.arguments, ctx and ctx.bufnr)
 end
 
 local function buffer_path(bufnr)
@@ -163,6 +220,7 @@ function M.lsp_config()
     -- initializationOptions and the answer to workspace/configuration("trainproof")
     init_options = settings,
     settings = { trainproof = settings },
+    commands = { ['trainproof.doctor'] = lens_command, ['trainproof.compare'] = lens_command },
     on_attach = M.on_attach,
   }
 end
