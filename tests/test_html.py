@@ -607,7 +607,7 @@ def test_the_levels_a_rule_judged_are_drawn_over_a_noisy_run(tmp_path):
     best = next(g for (rules, names), g in levels.items() if rules.split()[0] == "TP-DIVERGE"
                 and names.split("/")[0] == "best level")
     lo, hi = map(int, best.attrs["data-steps"].split())
-    assert hi - lo == 19 and lo <= ev["best_step"] <= hi
+    assert hi - lo == 19 and lo <= int(ev["best_step"]) <= hi  # type: ignore[arg-type]
     assert median(values[lo - 1:hi]) == ev["best_level"]
     assert float(best.attrs["data-value"]) == pytest.approx(ev["best_level"], rel=1e-11)
     # the legend under the chart says each level in words
@@ -625,7 +625,7 @@ def test_level_spans_place_each_rules_level_on_its_window():
     values = [5.0, 4.0, 6.0, 3.0, 2.5, 2.0, 9.0, 9.5, 8.0, 10.0]
     s = Series("loss", "loss", range(10, 110, 10), values, range(10))
 
-    def spans(rule: str, **ev: object) -> list[tuple[str, float, int, int]]:
+    def spans(rule: str, **ev: float) -> list[tuple[str, float, int, int]]:
         f = Finding(id=rule, level=Level.FAIL, message="m", location=Location(path="x"), evidence=ev)
         return [(x.name, x.value, x.first_step, x.last_step) for x in level_spans(f, s)]
 
@@ -653,6 +653,7 @@ def test_comparison_levels_are_drawn_on_the_windows_the_comparison_measured():
         outcome, runs = compare_with_runs(Path("fixtures/hf_runs/healthy"), [Path("fixtures/hf_runs/lr_zero")],
                                           Config())
     (report,) = outcome.reports
+    assert report.baseline is not None
     run, base = runs[report.artefact.path], runs[report.baseline.path]
     pair = align(run, base, Config().limits_for(UNCOMPARABLE_RULE))
 
@@ -673,7 +674,7 @@ def test_comparison_levels_are_drawn_on_the_windows_the_comparison_measured():
     assert float(end.attrs["data-value"]) == pytest.approx(pair.run_end_level, rel=1e-11)
     run_floor = drawn[("run", "floor")]
     lo, hi = map(int, run_floor.attrs["data-steps"].split())
-    assert lo <= floor["run_floor_step"] <= hi
+    assert lo <= int(floor["run_floor_step"]) <= hi  # type: ignore[arg-type]
     assert float(run_floor.attrs["data-value"]) == pytest.approx(floor["run_floor"], rel=1e-11)
     # the baseline's level lies on the baseline's own x positions
     base_end = drawn[("base", "baseline floor/baseline end level/baseline end level")]
