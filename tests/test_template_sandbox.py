@@ -175,6 +175,16 @@ def test_a_child_that_misbehaves_is_killed_and_named(body, reason, tmp_path, mon
     assert str(again.value) == reason
 
 
+def test_where_select_cannot_wait_on_pipes_a_reader_thread_waits(tmp_path, monkeypatch):
+    monkeypatch.setattr(ct, "SELECT_ON_PIPES", False)  # as on Windows
+    assert ct.render("{{ messages[0].content }}", [{"role": "user", "content": "hi"}], special={}) == "hi"
+    monkeypatch.setattr(ct, "CHILD", fake_child(tmp_path, "sys.stdin.read()\n"))
+    monkeypatch.setattr(ct, "MAX_WALL_SECONDS", 1.0)
+    with pytest.raises(ct.TemplateUnusable) as e:
+        ct.Renderer("{{ 1 }}", variables={}).render([{"role": "user", "content": "x"}])
+    assert str(e.value).startswith("the chat template render did not finish within 1 s")
+
+
 def test_without_jinja2_in_the_child_the_render_is_unavailable(monkeypatch):
     monkeypatch.setitem(sys.modules, "jinja2.sandbox", None)
     template_child._environment.cache_clear()

@@ -28,6 +28,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,14 +41,18 @@ from .template_child import (MAX_CPU_SECONDS, MAX_MEMORY_MIB, MAX_OUTPUT_CHARS, 
 # Wall-clock seconds the parent waits for one render's answer before it kills the child.
 # The child's own CPU limit (MAX_CPU_SECONDS, up to 3 s of CPU) is the real bound; this one
 # catches a child that is stuck without spending CPU. A 2-core machine shared by many
-# processes gives a child a fraction of a core (3 s of CPU took 10 s there): 30 s keeps
-# the CPU limit the one that speaks, and the caller is never blocked past it.
-MAX_WALL_SECONDS = 30.0
+# processes gives a child a fraction of a core (3 s of CPU took 11 s at a load of 10):
+# 60 s keeps the CPU limit the one that speaks there, and the caller is never blocked past
+# it (the server's other judge thread and its event loop go on meanwhile).
+MAX_WALL_SECONDS = 60.0
 # Wall-clock seconds for the child to start and compile the template (the interpreter and
-# jinja2 take ~0.1 s; transformers' chat-template module ~1 s on an idle machine).
-MAX_START_SECONDS = 30.0
+# jinja2 take ~0.15 s of CPU, transformers' chat-template module ~1 s more), on the same
+# loaded machine as above.
+MAX_START_SECONDS = 60.0
 
 CHILD = Path(__file__).with_name("template_child.py")
+# select() waits on pipes everywhere but on Windows (sockets only there).
+SELECT_ON_PIPES = sys.platform != "win32"
 EXCEEDED_CPU = f"the chat template render exceeded {MAX_CPU_SECONDS} s CPU"
 
 # The turns rendered to see how the template ends the assistant's turn: text that no
@@ -88,6 +93,7 @@ class Renderer:
         self._buf = bytearray()
         self._failed: Exception | None = None
         self._killed = False  # by us, on the wall-clock timeout
+        self._pending: tuple[threading.Thread, list[bytes]] | None = None  # see _read_some
         why = too_long(template)
         if why is not None:
             self._failed = TemplateUnusable(why)
@@ -106,7 +112,10 @@ class Renderer:
             proc.wait()
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None:
-                    stream.close()
+                    try:
+                        stream.close()
+                    except OSError:  # a write cut short by the child's end left bytes to flush
+                        pass
 
     # --- rendering ------------------------------------------------------------------------
 
@@ -151,6 +160,9 @@ class Renderer:
             raise self._failed
         if self._proc is not None:
             return self._proc
+        if not sys.executable:  # an embedding interpreter that cannot say where it is
+            self._failed = TemplateUnusable("the chat template render process could not start (no interpreter path)")
+            raise self._failed
         try:
             # -I: no PYTHON* variables, no user site, no script or working folder on
             # sys.path; -S: site-packages added by the child itself (a faster start);
@@ -198,10 +210,9 @@ class Renderer:
                 self._killed = True
                 raise TemplateUnusable(f"the chat template render did not finish within {seconds:g} s "
                                        "(wall clock; the render process was killed)")
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
+            chunk = self._read_some(fd, left)
+            if chunk is None:
                 continue
-            chunk = os.read(fd, 1 << 20)
             if not chunk:
                 raise TemplateUnusable(self._ended())
             self._buf += chunk
@@ -214,6 +225,33 @@ class Renderer:
         if not isinstance(answer, dict):
             raise TemplateUnusable("the chat template render process answered something else than JSON")
         return answer
+
+    def _read_some(self, fd: int, seconds: float) -> bytes | None:
+        """Up to 1 MiB from the child (b"" at its end), or None when nothing came within
+        `seconds`."""
+        if SELECT_ON_PIPES:
+            ready, _, _ = select.select([fd], [], [], seconds)
+            return os.read(fd, 1 << 20) if ready else None
+        # select() takes only sockets there: a helper thread reads while this one waits,
+        # and a read still pending when the wait ends is picked up by the next call.
+        if self._pending is None:
+            box: list[bytes] = []
+
+            def read() -> None:
+                try:
+                    box.append(os.read(fd, 1 << 20))
+                except OSError:
+                    box.append(b"")
+
+            reader = threading.Thread(target=read, daemon=True, name="trainproof-template-read")
+            reader.start()
+            self._pending = (reader, box)
+        reader, box = self._pending
+        reader.join(seconds)
+        if reader.is_alive():
+            return None
+        self._pending = None
+        return box[0]
 
     def _ended(self) -> str:
         """Why the child stopped answering, from its exit status."""
