@@ -12,13 +12,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, TypeVar
 
-from ..core.caps import DEFAULT_CAPS, not_regular
+from ..core.caps import DEFAULT_CAPS, MIB, not_regular
 from ..core.config import Config
 from ..core.formats import (checkpoint_step, formats_of, is_candidate, is_run_marker, is_skipped_folder, run_root,
                             sniff_checkpoint)
 from ..core.model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                           Related, Report, Run, Segment, Series, Span, Verdict)
 from ..readers.checkpoint import CheckpointError, CheckpointFacts, Problem, read_checkpoint
+from ..readers.common import open_regular, read_regular
 from ..readers.coqui import read_coqui_log
 from ..readers.detect import HEAD_BYTES, RESIDENTS, Detected, detect
 from ..readers.envcheck import EnvRequest, collect
@@ -254,7 +255,9 @@ def _skipped_records(run: Run) -> Finding:
 
 
 def _head(path: Path) -> bytes:
-    with path.open("rb") as fh:
+    """The first bytes of a regular file (a FIFO or a device raises NotRegularFile, an
+    OSError, before a byte is read)."""
+    with open_regular(path) as fh:
         return fh.read(HEAD_BYTES)
 
 
@@ -268,7 +271,7 @@ def read_run(path: Path, detected: Detected, data: bytes | None = None, config: 
     columns = config.columns if columns is None else columns
     if data is None:
         check_caps(path, None, caps)  # the size, before a byte is read
-        data = path.read_bytes()
+        data = read_regular(path, caps.max_log_mb * MIB)  # a log grown past the cap meanwhile stops there
     check_caps(path, data, caps, entries=detected.format == "hf-trainer-state")
     if b"\x00" in data[:HEAD_BYTES]:
         raise ReadError(f"{path}: binary data (NUL bytes), not a text log")

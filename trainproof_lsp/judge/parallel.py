@@ -31,7 +31,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from ..core.caps import not_regular
 from ..core.model import Outcome, ReadError, Report
+from ..readers.common import open_regular
 from ..readers.dataset import DatasetScan, Duplicate, LineProblem, scan_dataset
 from .cross_files import across_of_group
 
@@ -85,7 +87,7 @@ def _open(path: str) -> IO[bytes]:
         import fsspec  # type: ignore[import-untyped,unused-ignore]  # untyped where fsspec lacks py.typed (optional: fsspec, for URLs)
 
         return fsspec.open(path, "rb").open()  # type: ignore[no-any-return,unused-ignore]
-    return open(path, "rb")
+    return open_regular(path)  # a FIFO or a device: NotRegularFile, never a blocked open
 
 
 def file_size(path: str) -> int:
@@ -461,6 +463,10 @@ def scan_files(paths: Sequence[str], config: Config, *, jobs: int, part_bytes: i
     max_row = config.caps.max_row_mb * 2**20
     sizes: list[int | PartFailed] = []
     for p in paths:
+        irregular = not_regular(Path(p)) if "://" not in p else None
+        if irregular:  # a FIFO would block the open, /dev/zero never ends
+            sizes.append(PartFailed(reason=f"{p}: {irregular}"))
+            continue
         try:
             sizes.append(file_size(p))
         except OSError as e:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..core.caps import not_regular
 from ..core.config import Config
 from ..core.model import Artefact, Check, Finding, Outcome, ReadError, Report, Span
 from ..readers.dataset import DatasetScan, scan_dataset
@@ -192,6 +193,9 @@ def _format_name(scan: DatasetScan) -> str:
 
 def _scan(path: Path, data: bytes | None = None, config: Config | None = None) -> DatasetScan | Report:
     name = str(path)
+    irregular = not_regular(path) if data is None else None
+    if irregular:  # a FIFO would block the open, /dev/zero never ends
+        return not_checked(name, "dataset", "dataset", f"{name}: {irregular}")
     try:
         return scan_dataset(path, data, max_row_bytes=(config or Config()).caps.max_row_mb * 2**20)
     except ReadError as e:

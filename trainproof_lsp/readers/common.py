@@ -19,12 +19,16 @@ per record.
 from __future__ import annotations
 
 import codecs
+import errno
 import json
 import math
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, BinaryIO, Protocol, TypeVar, overload
 
+from ..core.caps import not_regular
 from ..core.model import ReadError, RecordSpans, Series, Span
 
 T = TypeVar("T")
@@ -81,9 +85,76 @@ def feed_all(feed: Feed[T], data: bytes, chunk: int = FULL_READ_CHUNK) -> list[S
     return batches
 
 
+class NotRegularFile(OSError):
+    """A workspace path that is not a regular file (a FIFO, a device, a socket, a folder):
+    never read. `strerror` is the one-line reason."""
+
+
+# O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one
+# (the regular-file check then refuses it); it changes nothing for a regular file's reads.
+# O_NOCTTY: a terminal device never becomes the process's controlling terminal.
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+
+
+def open_regular(path: str | os.PathLike[str], buffering: int = -1) -> BinaryIO:
+    """A workspace file opened for reading, only if it is a regular file (after symlinks).
+
+    Every reader opens workspace files through here (or `read_regular`): a FIFO would
+    block the open until someone writes to it, and /dev/zero or /dev/urandom behind a
+    symlink never ends. The check is on the opened descriptor (fstat), so a file swapped
+    for a FIFO after an earlier check is refused too. Raises NotRegularFile (an OSError)
+    with the reason, or the OSError of the open."""
+    from ..core.caps import not_regular
+
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as e:
+        # A socket cannot be opened at all (ENXIO): say what it is, not "no such device".
+        why = not_regular(Path(path)) if e.errno in (errno.ENXIO, errno.EISDIR, errno.EOPNOTSUPP) else None
+        if why is not None:
+            raise NotRegularFile(errno.EINVAL, why, str(path)) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            why = not_regular(Path(path)) or "not a regular file: only regular files are read"
+            raise NotRegularFile(errno.EINVAL, why, str(path))
+        if _OPEN_FLAGS & getattr(os, "O_NONBLOCK", 0):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
+    """The bytes of a regular file (`open_regular`); with `limit`, at most limit + 1 of
+    them, so a caller's size check sees a file that grew past its cap while it was read
+    without the read going on."""
+    with open_regular(path) as fh:
+        if limit is None:
+            return fh.read()
+        # Read what the file holds now (not `limit` bytes at once: read(n) allocates n),
+        # then what a growing log appended meanwhile, in pieces, up to the limit.
+        data = fh.read(min(os.fstat(fh.fileno()).st_size, limit) + 1)
+        if len(data) <= limit:
+            more = [data]
+            held = len(data)
+            while held <= limit:
+                block = fh.read(min(FULL_READ_CHUNK, limit + 1 - held))
+                if not block:
+                    break
+                more.append(block)
+                held += len(block)
+            if len(more) > 1:
+                data = b"".join(more)
+        return data
+
+
 def file_data(path: Path, data: bytes | None) -> bytes:
-    """The bytes to read: those given (an editor's buffer), else the file's."""
-    return path.read_bytes() if data is None else data
+    """The bytes to read: those given (an editor's buffer), else the file's (a regular
+    file only)."""
+    return read_regular(path) if data is None else data
 
 
 class PointSink(Protocol):

@@ -16,6 +16,7 @@ import msgspec
 
 from ..core.caps import DEFAULT_CAPS, MIB
 from ..core.positions import ByteIndex
+from .common import open_regular, read_regular
 from .dataset_duplicates import NUMPY_FROM_BYTES
 from .dataset_records import BOM, _dec_any
 from .jsonpos import element_ranges
@@ -158,7 +159,7 @@ class Source:
 
     def __enter__(self) -> Source:
         if self.data is None:
-            self.fh = self.reader = open(self.path, "rb", buffering=0)
+            self.fh = self.reader = open_regular(self.path, buffering=0)
             if self.start or self.end is not None:
                 end = self.end if self.end is not None else os.fstat(self.fh.fileno()).st_size
                 self.reader = _Range(self.fh, self.start, end)
@@ -218,9 +219,9 @@ def iter_records(path: Path | str, *, layout: str = "jsonl", data: bytes | None 
     JSONL lines that are not JSON objects are passed over (the dataset rules report them);
     the records of a JSON array are placed at the line their `{` is on."""
     if layout == "json-array":
-        yield from _array_records(Path(path).read_bytes() if data is None else data)
+        yield from _array_records(read_regular(path) if data is None else data)
         return
-    with (BytesIO(data) if data is not None else open(path, "rb")) as fh:
+    with (BytesIO(data) if data is not None else open_regular(path)) as fh:
         for line, raw in enumerate(fh):
             if line == 0 and raw.startswith(BOM):
                 raw = raw[len(BOM):]

@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 from lsprotocol import types as lsp
 
@@ -29,6 +29,7 @@ from . import datasets
 from .diagnostics import Presentation, capped
 from .documents import LineDocument, LineEdit
 from .kinds import DocKind, kind_of
+from .lines import cited_lines
 
 if TYPE_CHECKING:
     from ..core.config import Config
@@ -51,7 +52,7 @@ class _State(Protocol):
 
     def line_text(self, path: str, line: int) -> str | None: ...
 
-    async def load_lines(self, paths: Iterable[str]) -> None: ...
+    async def load_lines(self, cited: Mapping[str, Iterable[int]]) -> None: ...
 
     def publish_result(self, result: "DocResult", previous: "DocResult | None") -> None: ...
 
@@ -330,7 +331,7 @@ class Analyzer:
             return None
         findings = tuple(f for f in report.findings if f.location.path == str(doc.path)) if report else ()
         tp = self._server.tp
-        await tp.load_lines(r.location.path for f in findings for r in f.related)
+        await tp.load_lines(cited_lines(findings, related_only=True))  # the document's own are its buffer's
         if doc.version != version or tp.documents.get(doc.uri) is not doc:
             return None
         diagnostics = capped(findings, str(doc.path), tp.line_text, tp.presentation,

@@ -41,6 +41,7 @@ from ..core.model import Artefact, Finding, Level, Location, Related, Report, Sp
 from .children import BadValue, cli_child, existing_path, interpreter
 from .diagnostics import by_path, capped, relative_text
 from .documents import path_to_uri, uri_to_path
+from .lines import cited_lines
 from .lsp import Progress, registered_methods, workspace_folders
 from .settings import settings_json
 from .state import ClientFeatures, ServerState, TrainproofServer, cache_base
@@ -169,9 +170,8 @@ async def publish_reports(ls: TrainproofServer, reports: list[Report], *, beside
     tp = ls.tp
     grouped = {path: findings for path, findings in by_path(reports).items() if path}
     await tp.ready()  # the rule docs the diagnostics link to
-    cited = [r.location.path for findings in grouped.values() for f in findings for r in f.related]
     files = await asyncio.to_thread(_existing_files, [p for p in grouped if p not in tp.paths])
-    await tp.load_lines([*files, *cited])
+    await tp.load_lines(cited_lines(f for findings in grouped.values() for f in findings))
     counts: dict[str, int] = {}
     shown: set[str] = set()
     for path, findings in grouped.items():

@@ -18,7 +18,6 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from lsprotocol import types as lsp
@@ -167,35 +166,3 @@ def by_path(reports: Iterable[Report]) -> dict[str, list[Finding]]:
             grouped.setdefault(f.location.path, []).append(f)
     return grouped
 
-
-class DiskLines:
-    """Line text of files that are not open. `load` reads them (blocking: the server calls
-    it in a worker thread, ServerState.load_lines); a file asked for before it was loaded
-    is read then."""
-
-    def __init__(self) -> None:
-        self._cache: dict[str, list[str]] = {}
-
-    def has(self, path: str) -> bool:
-        return path in self._cache
-
-    def load(self, paths: Iterable[str]) -> None:
-        for path in paths:
-            if path not in self._cache:
-                self._cache[path] = _read_lines(path)
-
-    def __call__(self, path: str, line: int) -> str:
-        lines = self._cache.get(path)
-        if lines is None:
-            lines = self._cache[path] = _read_lines(path)
-        if 0 <= line < len(lines):
-            text = lines[line]
-            return text[:-1] if text.endswith("\r") else text
-        return ""
-
-
-def _read_lines(path: str) -> list[str]:
-    try:
-        return Path(path).read_bytes().decode("utf-8", "replace").split("\n")
-    except OSError:
-        return []

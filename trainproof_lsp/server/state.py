@@ -11,14 +11,15 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable
+from typing import Any, BinaryIO, Iterable, Mapping
 
 from lsprotocol import types as lsp
 
 from .. import TOOL_NAME, __version__
 from .analysis import Analyzer, Configs, DocResult
-from .diagnostics import DiskLines, Presentation
+from .diagnostics import Presentation
 from .documents import LineDocument
+from .lines import DiskLines
 from .lsp import LanguageServer, TrainproofProtocol
 from .settings import SECTION, Settings, parse_settings
 
@@ -173,10 +174,12 @@ class ServerState:
         base = await asyncio.shield(self._docs_written)
         self._docs_href_base = base or ""
 
-    async def load_lines(self, paths: Iterable[str]) -> None:
-        """Reads (in a worker thread) the files that diagnostics for `paths` will take line
-        text from, so `line_text` never reads a file on the loop."""
-        wanted = [p for p in paths if p and p not in self.paths and not self._disk_lines.has(p)]
+    async def load_lines(self, cited: Mapping[str, Iterable[int]]) -> None:
+        """Reads (in a worker thread) the lines diagnostics will take their text from
+        (`lines.cited_lines`: {path: lines}) in files that are not open, so `line_text`
+        never reads a file on the loop. Only regular text files under a size cap are
+        read, and only up to the last cited line (server/lines.py)."""
+        wanted = {p: lines for p, lines in cited.items() if p and p not in self.paths}
         if wanted:
             await asyncio.to_thread(self._disk_lines.load, wanted)
 

@@ -20,6 +20,7 @@ from ..core.formats import in_skipped_folder, watched_globs
 from .diagnostics import capped
 from .documents import uri_to_path
 from .kinds import kind_of
+from .lines import cited_lines
 
 if TYPE_CHECKING:  # the engine loads on first use: the server answers initialize fast
     from ..core.config import Config
@@ -70,9 +71,16 @@ def judge_from_disk(path: Path, config: Config) -> Report | None:
     from ..judge import engine
     from ..readers.detect import HEAD_BYTES
 
+    from ..readers.common import NotRegularFile, open_regular  # start-up: as the engine, on first use
+
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             head = fh.read(HEAD_BYTES)
+    except NotRegularFile:
+        # A FIFO or a device named like a log: never opened for reading (a FIFO would
+        # hold this worker until someone writes to it). Known by its name, it is judged
+        # as the engine judges it: NOT-CHECKED, with why.
+        head = b""
     except OSError:
         return None
     kind = kind_of(path, head)
@@ -93,8 +101,8 @@ def register(ls: Any) -> None:
         report = await loop.run_in_executor(tp.analyzer.executor, judge_from_disk, path, config)
         if report is None or uri in tp.documents:
             return
-        await tp.load_lines([str(path)])  # the line text for columns, read off the loop
         findings = [f for f in report.findings if f.location.path == str(path)]
+        await tp.load_lines(cited_lines(findings))  # the line text for columns, read off the loop
         if report.verdict.value == "NOT-CHECKED" and uri not in tp.disk_published and kind_of(path, b"").kind == "binary":
             return  # a binary file this version cannot read: nothing worth a squiggle
         tp.publish(uri, capped(findings, str(path), tp.line_text, tp.presentation,
