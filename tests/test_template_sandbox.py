@@ -117,7 +117,7 @@ def test_a_normal_template_renders_in_one_child_for_both_turn_layouts(tmp_path, 
     assert (end.tail, end.marker, end.system) == ("</s>", "</s>", True)
     assert len(started) == 1
     argv = started[0]
-    assert argv == [sys.executable, "-I", "-S", str(Path(template_child.__file__))]
+    assert argv == [sys.executable, "-I", str(Path(template_child.__file__))]
 
 
 def test_the_rows_of_one_file_share_one_child(tmp_path, monkeypatch):
@@ -262,6 +262,22 @@ def test_max_len_counts_match_transformers_own_render(tmp_path):
     prompt = tok.apply_chat_template(messages[:1], tokenize=False, add_generation_prompt=True)
     count = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
     assert (lengths.tokens[0], lengths.prompt[0]) == (count(full), count(prompt)) == (11, 9)
+
+
+def test_the_counting_child_renders_with_the_environments_own_transformers(tmp_path):
+    # transformers is in this environment (a virtual one here) and not necessarily in the
+    # base interpreter's: the child must find it where this process did. Its wording of a
+    # refusal says who rendered: transformers raises jinja's TemplateError, the sandbox
+    # reports the bare message.
+    pytest.importorskip("transformers")
+    from trainproof_lsp.readers.tokens import count_tokens, load_tokenizer
+
+    template = "{% for m in messages %}{{ raise_exception('no ' + m['role']) }}{% endfor %}"
+    tok = load_tokenizer(_tiny_tokenizer(tmp_path / "tok", template))
+    data = tmp_path / "chat.jsonl"
+    data.write_text(jsonl_text(CHAT_ROWS))
+    lengths = count_tokens(data, tok, lines=1)
+    assert [(e.line, e.message) for e in lengths.template_errors] == [(0, "TemplateError: no user")]
 
 
 def test_the_cli_max_len_path_answers_not_checked_with_the_reason(tmp_path):

@@ -165,9 +165,8 @@ class Renderer:
             raise self._failed
         try:
             # -I: no PYTHON* variables, no user site, no script or working folder on
-            # sys.path; -S: site-packages added by the child itself (a faster start);
-            # "/" as the working folder: nothing of the workspace is near.
-            self._proc = subprocess.Popen([sys.executable, "-I", "-S", str(CHILD)], cwd=os.path.abspath(os.sep),
+            # sys.path; "/" as the working folder: nothing of the workspace is near.
+            self._proc = subprocess.Popen([sys.executable, "-I", str(CHILD)], cwd=os.path.abspath(os.sep),
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except OSError as e:
             self._failed = TemplateUnusable(f"the chat template render process could not start ({e.strerror or e})")

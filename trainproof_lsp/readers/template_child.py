@@ -8,7 +8,7 @@ result exists (`3**64**64**64**64**64`, `lipsum(100000)`, `'{:{w}}'.format(x,
 w='999999999')`, `'%(a)999999999s' % d`). So rendering never happens in the language
 server's or the command line's process: chat_template.py starts this file as a child
 
-    python -I -S .../template_child.py       (working folder "/", nothing of the workspace
+    python -I .../template_child.py          (working folder "/", nothing of the workspace
                                               on sys.path, stderr discarded)
 
 which first lowers its own limits (RLIMIT_AS, a per-render RLIMIT_CPU, no core files, no
@@ -410,20 +410,14 @@ def _cpu_budget(seconds: int) -> None:
 
 
 def _library_path() -> None:
-    """The child starts with `-S`: site's start-up (every .pth file, an editable install's
-    import hook) was two thirds of the child's start-up CPU. So site-packages are added
-    here, without their .pth files — unless jinja2 is only found through one, then site
-    runs as usual. `-I` leaves PYTHONPATH out; libraries bundled beside the server come in
-    through it (the VS Code extension's), so its absolute entries are searched after
-    site-packages — a relative or empty entry would mean the working folder: dropped."""
-    import importlib.util
-    import site
-
-    for entry in (*site.getsitepackages(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+    """`-I` leaves PYTHONPATH out; libraries bundled beside the server come in through it
+    (the VS Code extension's), so its absolute entries are searched after site-packages —
+    a relative or empty entry would mean the working folder, and is dropped. (`-S` would
+    start faster, but without site a virtual environment's site-packages are not found:
+    the base interpreter's would be used instead.)"""
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         if entry and os.path.isabs(entry) and entry not in sys.path:
             sys.path.append(entry)
-    if importlib.util.find_spec("jinja2") is None:
-        site.main()
 
 
 def main() -> None:
