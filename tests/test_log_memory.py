@@ -246,3 +246,131 @@ def test_a_broken_entry_among_nan_ones_is_worded_as_the_whole_decode_words_it(tm
         read_trainer_state(path)
     line = text.split("\n").index('      "step": 9,') + 1
     assert str(err.value).startswith(f"{path}:{line}:") and "invalid JSON" in str(err.value)
+
+
+# --- one long JSON string: memory linear in the file ----------------------------------------
+
+_PEAK_CHILD = """
+import json, resource, sys
+from pathlib import Path
+from trainproof_lsp.judge import engine
+from trainproof_lsp.readers.detect import HEAD_BYTES, detect
+path = Path(sys.argv[1])
+with path.open("rb") as fh:
+    detected = detect(path, fh.read(HEAD_BYTES))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+run = engine.read_run(path, detected)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"before_kib": before, "after_kib": after, "loss_points": len(run.series["loss"]),
+                  "note_line": run.record_spans.span(3).start_line}))
+"""
+
+
+def _peak_of_read(path: Path) -> dict:
+    """Read the log in a child process (1.5 GiB of address space at most: the quadratic
+    pattern would need ~100x the file) and report its peak RSS before and after."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
+
+    proc = subprocess.run([sys.executable, "-c", _PEAK_CHILD, str(path)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=limit, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("body", ["plain", "escapes"])
+def test_a_one_line_trainer_state_with_an_80_mib_string_is_read_in_memory_linear_in_its_size(tmp_path: Path,
+                                                                                           body: str):
+    """The issue's 8 MiB one-line log peaked at 1 GB (the string pattern kept ~125 bytes a
+    character); at ten times the size the read's peak stays within three times the file."""
+    path = tmp_path / "trainer_state.json"
+    hist: list[dict] = [{"step": s, "loss": 2.0 / s} for s in range(1, 30)]
+    hist[3]["note"] = "@"
+    size = 80 * (1 << 20)
+    piece = "a" if body == "plain" else 'a\\"b\\\\c\\n'  # escaped quotes, backslashes, newlines
+    text = json.dumps({"log_history": hist}).replace('"@"', '"' + piece * (size // len(piece)) + '"', 1)
+    path.write_text(text, encoding="ascii")
+    assert "\n" not in text and len(text) >= size
+    got = _peak_of_read(path)
+    assert got["loss_points"] == 29 and got["note_line"] == 0
+    grown = (got["after_kib"] - got["before_kib"]) * 1024
+    assert grown <= 3 * len(text), f"peak grew {grown / len(text):.1f}x the file"
+
+
+def _reference_spans(data: bytes, open_pos: int) -> tuple[list[int], list[int], bool]:
+    """object_spans by the JSON string grammar written as one pattern (the form whose
+    memory grows with a string's length: fine for the small inputs here)."""
+    import re
+
+    tokens = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+    starts: list[int] = []
+    ends: list[int] = []
+    depth, only_objects = 0, True
+    for m in tokens.finditer(data, open_pos):
+        c = data[m.start()]
+        if c == 0x22:
+            continue
+        if c in (0x5B, 0x7B):
+            depth += 1
+            if depth == 2:
+                if c == 0x7B:
+                    starts.append(m.start())
+                else:
+                    only_objects = False
+        else:
+            depth -= 1
+            if depth == 1 and c == 0x7D:
+                ends.append(m.end())
+            if depth == 0:
+                break
+    return starts, ends, depth == 0 and only_objects
+
+
+def test_object_spans_follow_the_json_string_grammar_on_long_escaped_and_broken_strings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounds made tiny, so every path runs on small inputs: strings longer than the short
+    form, escapes past one match's bound, quotes escaped by odd and even backslash runs,
+    strings never closed, and broken documents."""
+    import re
+
+    from trainproof_lsp.readers import jsonpos
+
+    monkeypatch.setattr(jsonpos, "_TOKENS", re.compile(rb'"[^"\\]{0,2}"|[\[\]{}"]'))
+    monkeypatch.setattr(jsonpos, "_STRING_REST", re.compile(rb'[^"\\]*(?:\\.[^"\\]*){0,2}', re.DOTALL))
+    rng = random.Random(7)
+    alphabet = ["a", '"', "\\", "[", "]", "{", "}", "é", "\n", " ", ","]
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+
+    def value(depth: int = 0) -> object:
+        r = rng.random()
+        if depth > 3 or r < 0.3:
+            return text()
+        if r < 0.5:
+            return rng.random()
+        if r < 0.75:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {text(): value(depth + 1) for _ in range(rng.randint(0, 3))}
+
+    compared = 0
+    for _ in range(4000):
+        history = [value() if rng.random() < 0.3 else {text(): value()} for _ in range(rng.randint(0, 5))]
+        data = json.dumps({"log_history": history}, ensure_ascii=rng.random() < 0.5).encode()
+        if rng.random() < 0.3:  # broken: a byte replaced by a quote, a backslash or a brace, or cut out
+            k = rng.randrange(len(data))
+            data = data[:k] + rng.choice([b'"', b"\\", b"", b"{"]) + data[k + 1:]
+        open_pos = jsonpos.array_start(data, b"log_history")
+        if open_pos < 0:
+            continue
+        assert jsonpos.object_spans(data, open_pos) == _reference_spans(data, open_pos), data
+        compared += 1
+    assert compared > 3000

@@ -8,9 +8,42 @@ from __future__ import annotations
 
 import re
 
-# A JSON string (with escapes) or a structural bracket. Everything else between
-# brackets is skipped by the regex engine in C.
-_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+# A short JSON string without escapes, a structural bracket, or a lone quote: the start
+# of a long string or of one with escapes, which `_string_end` skips with bytes.find (a
+# regex walks a long string ~50x slower than memchr does). Everything else between
+# brackets is skipped by the regex engine in C. No string is matched as a repeated group
+# such as `(?:[^"\\]|\\.)*`: Python's re keeps a backtracking record for every
+# repetition of a group (~125 bytes a character: one 8 MiB string took 1 GB).
+_SHORT_STRING = 4096
+_TOKENS = re.compile(rb'"[^"\\]{0,%d}"|[\[\]{}"]' % _SHORT_STRING)
+
+
+# The rest of a string after an escaped quote: runs without escapes (a character class,
+# which keeps no record) and at most this many escapes a match, so one match keeps at most
+# ~0.5 MB of records however long the string; `_string_end` goes on match after match.
+_ESCAPES_PER_MATCH = 4096
+_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*){0,%d}' % _ESCAPES_PER_MATCH, re.DOTALL)
+
+
+def _string_end(data: bytes, at: int) -> int:
+    """The offset just past the closing quote of the string whose opening quote is at
+    `at`, or -1 when it never closes. Linear in the string, in time and memory."""
+    q = data.find(b'"', at + 1)
+    if q < 0:
+        return -1
+    if data[q - 1] != 0x5C:  # no backslash before the first quote: it closes the string
+        return q + 1  # (data[at] is a quote, so q - 1 >= at never reads before the string)
+    pos = at + 1
+    n = len(data)
+    while True:  # escapes: walked by the bounded pattern
+        m = _STRING_REST.match(data, pos)
+        end = m.end() if m is not None else pos  # (it always matches: each part may match nothing)
+        if end >= n or (end == pos and data[end] != 0x22) or (data[end] == 0x5C and end + 1 >= n):
+            return -1  # the end, a backslash at the end, or (never) no progress
+        pos = end
+        if data[pos] == 0x22:  # '"'
+            return pos + 1
+        # Stopped at the escape the bound left for the next match.
 
 
 def array_start(data: bytes, key: bytes | None) -> int:
@@ -63,21 +96,30 @@ def object_spans(data: bytes, open_pos: int) -> tuple[list[int], list[int], bool
     ends: list[int] = []
     depth = 0
     only_objects = True
-    for m in _TOKENS.finditer(data, open_pos):
-        c = m.group()[0]
-        if c == 0x22:  # '"': strings never change depth
-            continue
-        if c in (0x5B, 0x7B):  # '[' '{'
-            depth += 1
-            if depth == 2:
-                if c == 0x7B:
-                    starts.append(m.start())
-                else:
-                    only_objects = False
-        else:
-            depth -= 1
-            if depth == 1 and c == 0x7D:  # '}'
-                ends.append(m.end())
-            if depth == 0:
-                break
-    return starts, ends, depth == 0 and only_objects
+    pos = open_pos
+    while pos >= 0:
+        resume = -1  # where to scan on from after a string with escapes
+        for m in _TOKENS.finditer(data, pos):
+            at = m.start()
+            c = data[at]
+            if c == 0x22:  # '"': strings never change depth
+                if m.end() == at + 1:  # a lone quote: a string with escapes (or one never closed)
+                    resume = _string_end(data, at)
+                    if resume >= 0:
+                        break
+                continue
+            if c in (0x5B, 0x7B):  # '[' '{'
+                depth += 1
+                if depth == 2:
+                    if c == 0x7B:
+                        starts.append(at)
+                    else:
+                        only_objects = False
+            else:
+                depth -= 1
+                if depth == 1 and c == 0x7D:  # '}'
+                    ends.append(at + 1)
+                if depth == 0:
+                    return starts, ends, only_objects
+        pos = resume
+    return starts, ends, False

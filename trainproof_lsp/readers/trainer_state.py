@@ -36,7 +36,7 @@ import msgspec
 from ..core.columns import Floats, Ints
 from ..core.model import EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LR, THROUGHPUT, ReadError, RecordSpans, Run, RunMeta, Series
 from . import adjacent
-from .common import Columns, decode_json, to_float, to_step
+from .common import Columns, decode_json, read_regular, to_float, to_step
 from .jsonpos import array_start, indent_layout, object_spans
 from .metrics import map_columns
 
@@ -126,7 +126,7 @@ def read_trainer_state(path: str | Path, data: bytes | None = None, *,
                        columns: Mapping[str, str] | None = None) -> Run:
     p = Path(path)
     if data is None:
-        data = p.read_bytes()
+        data = read_regular(p)
     name = str(path)
     if not data.strip():
         raise ReadError(f"{name}: empty file")
@@ -255,12 +255,23 @@ def _plain_entries(data: bytes, ranges: _Ranges | None) -> tuple[dict[str, Any],
     def each() -> Iterator[tuple[int, list[Any]]]:
         for lo in range(0, n, _BATCH):
             hi = min(n, lo + _BATCH)
-            got = json.loads((b"[" + data[starts[lo] : ends[hi - 1]] + b"]").decode("utf-8"))
+            got = json.loads(_bracketed(data, starts[lo], ends[hi - 1]).decode("utf-8"))
             if len(got) != hi - lo:
                 raise ValueError("log_history entries are not where they were found")
             yield lo, got
 
     return top, each
+
+
+def _bracketed(data: bytes, start: int, end: int) -> bytearray:
+    """data[start:end] in brackets (a batch of entries as one JSON array), in one copy:
+    `b"[" + data[start:end] + b"]"` makes two, and a batch can be most of the file (one
+    entry holding a long string)."""
+    out = bytearray(end - start + 2)
+    out[0], out[-1] = 0x5B, 0x5D  # '[' ']'
+    with memoryview(out) as into, memoryview(data) as src:
+        into[1:-1] = src[start:end]  # (a bytearray slice assignment would copy the source first)
+    return out
 
 
 def _keys_of(entry: Any) -> list[str]:
@@ -362,7 +373,7 @@ def _fast_columns(data: bytes, ranges: _Ranges, columns: Columns, notes: list[tu
     decode = _ENTRIES.decode
     for lo in range(0, n, _BATCH):
         hi = min(n, lo + _BATCH)
-        entries = decode(b"[" + data[starts[lo] : ends[hi - 1]] + b"]")
+        entries = decode(_bracketed(data, starts[lo], ends[hi - 1]))
         if len(entries) != hi - lo:
             raise msgspec.ValidationError("log_history entries are not where they were found")
         steps = list(map(attrgetter("step"), entries))
@@ -438,15 +449,26 @@ def _entry_spans(data: bytes, ranges: _Ranges | None, n: int) -> RecordSpans:
         # `{` and `}` both sit at the entry's indentation.
         return RecordSpans(start_lines=sl, start_chars=Ints(repeat(ranges.indent, n)),
                            end_lines=el, end_chars=Ints(repeat(ranges.indent + 1, n)))
+    return RecordSpans(start_lines=sl, start_chars=_columns(data, starts),
+                       end_lines=el, end_chars=_columns(data, ends))
+
+
+def _columns(data: bytes, offsets: Ints) -> Ints:
+    """The code-point column of each of `offsets` (ascending, each at a `{` or `}`), each
+    counted on from the one before: a compact log on one line is walked once, not once
+    per entry from the line's start (which made a long one-line log quadratic)."""
+    out = Ints()
     rfind = data.rfind
-    return RecordSpans(start_lines=sl, start_chars=Ints(_column(data, s, rfind) for s in starts),
-                       end_lines=el, end_chars=Ints(_column(data, e, rfind) for e in ends))
-
-
-def _column(data: bytes, offset: int, rfind: Any) -> int:
-    line_start = rfind(b"\n", 0, offset) + 1
-    prefix = data[line_start:offset]
-    return len(prefix) if prefix.isascii() else len(prefix.decode("utf-8", "replace"))
+    prev = col = 0  # the last offset done, and its column
+    for offset in offsets:
+        nl = rfind(b"\n", prev, offset)
+        if nl >= 0:
+            prev, col = nl + 1, 0
+        piece = data[prev:offset]  # (cut at ASCII brackets: never inside a UTF-8 character)
+        col += len(piece) if piece.isascii() else len(piece.decode("utf-8", "replace"))
+        out.append(col)
+        prev = offset
+    return out
 
 
 def _meta(path: Path, src: dict[str, Any]) -> RunMeta:
