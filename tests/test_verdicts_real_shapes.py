@@ -378,7 +378,10 @@ def test_three_evals_in_a_row_ten_percent_above_the_best_while_train_falls_is_ov
     f = only(report, "TP-OVERFIT")
     assert f.level is Level.WARN and report.verdict is Verdict.WARN
     assert f.evidence["best_eval"] == 1.326 and f.evidence["best_step"] == 150
-    assert f.evidence["last_eval"] == 1.49 and f.evidence["ratio"] == 1.49 / 1.326
+    # The lowest level is median(1.326, 1.37, 1.36) = 1.36 (step 200), the end level the
+    # median of the last three evals 1.49.
+    assert f.evidence["best_level"] == 1.36 and f.evidence["end_level"] == 1.49
+    assert f.evidence["last_eval"] == 1.49 and f.evidence["ratio"] == 1.49 / 1.36
     assert start_line(f) == row_line(path, {"step": 500, "eval_loss": 1.49})
 
 

@@ -82,3 +82,38 @@ def mann_kendall_z(values: Sequence[float], *, max_points: int = 120) -> float:
     if s == 0:
         return 0.0
     return (s - 1 if s > 0 else s + 1) / math.sqrt(var)
+
+
+# Scale of a normal's MAD: sigma = 1.4826 * MAD.
+MAD_TO_SIGMA = 1.4826
+
+
+def mad(values: Sequence[float]) -> float:
+    """Median absolute deviation from the median (0.0 for fewer than two values)."""
+    if len(values) < 2:
+        return 0.0
+    m = median(values)
+    return median([abs(v - m) for v in values])
+
+
+def point_noise(values: Sequence[float], *, max_points: int = 4000) -> float:
+    """A series' own point-to-point noise as a standard deviation, robust to its trend.
+
+    From the MAD of second differences v[i+1] - 2 v[i] + v[i-1]: a trend that is locally
+    straight cancels out of each (a loss curve bends slowly, so first differences would
+    count its early fall as noise), a step or a spike moves a few (the MAD ignores them),
+    and for independent noise each has sqrt(6) times one point's spread. Long series are
+    strided to `max_points` differences (the spread, not each difference, is wanted).
+    """
+    n = len(values)
+    if n < 4:
+        return 0.0
+    stride = max(1, (n - 2) // max_points)
+    d2 = [values[i + 1] - 2.0 * values[i] + values[i - 1] for i in range(1, n - 1, stride)]
+    return MAD_TO_SIGMA * mad(d2) / math.sqrt(6.0)
+
+
+def centred_medians(values: Sequence[float], half: int) -> list[float]:
+    """Median of each point with its `half` neighbours each side (fewer at the ends)."""
+    n = len(values)
+    return [median(values[max(0, i - half) : min(n, i + half + 1)]) for i in range(n)]
