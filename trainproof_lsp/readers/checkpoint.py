@@ -25,6 +25,13 @@ safetensors — u64 little-endian header length N, N bytes of JSON
      "__metadata__": {...}}, then the data section (offsets are relative to it).
 
 sharded index (*.index.json) — {"metadata": {...}, "weight_map": {"<tensor>": "<shard file>"}}.
+
+numpy (.npy / .npz) — \x93NUMPY, version, header length, a dict literal with 'descr'; an
+object array's data is a pickle. An .npz is a ZIP of .npy entries.
+
+A loader does not look at a name: a file under any name but *.safetensors that reads as
+safetensors or as a tar is also walked as a pickle from byte 0 (torch.load and pickle.load
+read one there).
 """
 
 from __future__ import annotations
