@@ -13,6 +13,7 @@ from ..core.model import Finding, Level, Location, Outcome, Report, Verdict
 from ..core.positions import one_based
 from ..core.text import printable
 from ..rules import REGISTRY, Rule
+from ..rules.base import times
 
 SCHEMA_VERSION = 1
 # Findings of one rule shown in text output before "...and N more" (JSON lists all).
@@ -206,7 +207,7 @@ _RANK_ORDER = {Verdict.PASS: 0, Verdict.WARN: 1, Verdict.FAIL: 2, Verdict.NOT_CH
 
 
 def _ratio(v: Any) -> str:
-    return f"{v:.2f}x" if isinstance(v, (int, float)) and math.isfinite(v) else "-"
+    return times(v) if isinstance(v, (int, float)) and math.isfinite(v) else "-"  # as the rules write ratios
 
 
 def _negated(v: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
@@ -122,3 +123,14 @@ def whole_series_hit(run: Run, series: Series, message: str) -> Hit:
 def fmt(x: float) -> str:
     """Numbers in messages: 4 significant digits, the way people read loss curves."""
     return f"{x:.4g}"
+
+
+def times(x: float) -> str:
+    """A ratio in messages, the one way every rule writes it: two decimals ("1.26x",
+    "22.23x"), and whole numbers with thousands separators from 1,000 ("159,969x"; never
+    "3.143e+04x" beside "159968.74x")."""
+    if not math.isfinite(x):
+        return f"{x}x"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}x"
+    return f"{x:.2f}x".replace("-0.00x", "0.00x")  # no negative zero in prose

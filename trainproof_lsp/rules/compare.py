@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 
 from ..core.model import EVAL_LOSS, GRAD_NORM, LOSS, Hit, Level, Location, Related, Report, Run, Series, Verdict
 from ._stats import median, rolling_levels, window_for
-from .base import Context, Family, NoLimits, Rule, Skip, fmt
+from .base import Context, Family, NoLimits, Rule, Skip, fmt, times
 
 
 class Uncomparable(Exception):
@@ -363,7 +363,7 @@ def check_floor(pair: Pair, limits: FloorLimits, ctx: Context) -> Iterator[Hit]:
         return
     rs, bs = pair.run.loss.steps[ri], pair.base.loss.steps[bi]
     yield Hit(
-        message=(f"loss floor {fmt(run_floor)} (around step {rs}) is {ratio:.2f}x the baseline's floor "
+        message=(f"loss floor {fmt(run_floor)} (around step {rs}) is {times(ratio)} the baseline's floor "
                  f"{fmt(base_floor)} (around step {bs}) over {pair.span_text()}; limit {limits.max_ratio}x"),
         evidence={"run_floor": run_floor, "baseline_floor": base_floor, "ratio": ratio,
                   "run_floor_step": rs, "baseline_floor_step": bs},
@@ -404,7 +404,7 @@ def check_end(pair: Pair, limits: EndLimits, ctx: Context) -> Iterator[Hit]:
     w = pair.run_end
     last = _last(pair.run)
     yield Hit(
-        message=(f"loss over {pair.window_text(w)} is {ratio:.2f}x the baseline's at the same steps "
+        message=(f"loss over {pair.window_text(w)} is {times(ratio)} the baseline's at the same steps "
                  f"(median of matched ratios; levels {fmt(pair.run_end_level)} vs "
                  f"{fmt(pair.base_end_level)}); limit {limits.max_ratio}x"),
         evidence={"ratio": ratio, "run_end_level": pair.run_end_level,
@@ -420,18 +420,14 @@ END_RULE = Rule(id="TP-END-RATIO", name="end-ratio", level=Level.FAIL, doc=END_D
                 limits=EndLimits, check=check_end, family=COMPARISON, origin="trainproof")
 
 
-def _times(x: float) -> str:
-    return f"{x:.2f}x".replace("-0.00x", "0.00x")  # no negative zero in prose
-
-
 def _moved(improvement: float) -> str:
     """A relative improvement in words: "fell 3.1%" / "rose 0.4%"."""
     return f"fell {improvement:.1%}" if improvement >= 0 else f"rose {-improvement:.1%}"
 
 
 def _improvement_text(pair: Pair) -> str:
-    return (f"at matched steps its loss went from {pair.start_ratio:.2f}x the baseline's "
-            f"({pair.window_text(pair.run_start)}) to {pair.end_ratio:.2f}x ({pair.window_text(pair.run_end)})")
+    return (f"at matched steps its loss went from {times(pair.start_ratio)} the baseline's "
+            f"({pair.window_text(pair.run_start)}) to {times(pair.end_ratio)} ({pair.window_text(pair.run_end)})")
 
 
 def _improvement_evidence(pair: Pair) -> dict[str, float | int | str | bool | None]:
@@ -515,7 +511,7 @@ def check_deficit(pair: Pair, limits: DeficitLimits, ctx: Context) -> Iterator[H
         return
     yield Hit(
         message=(f"loss {_moved(run)} over {pair.span_text()} while the baseline's {_moved(base)} "
-                 f"({fmt(pair.base_start_level)} -> {fmt(pair.base_end_level)}): {_times(fraction)} the "
+                 f"({fmt(pair.base_start_level)} -> {fmt(pair.base_end_level)}): {times(fraction)} the "
                  f"baseline's improvement, limit {limits.min_fraction}x; {_improvement_text(pair)}"),
         evidence={**_improvement_evidence(pair), "fraction": fraction},
         location=pair.run.location(_last(pair.run)),
@@ -570,7 +566,7 @@ def check_gradnorm(pair: Pair, limits: GradnormLimits, ctx: Context) -> Iterator
     if ratio <= limits.max_ratio:
         return
     yield Hit(
-        message=(f"median gradient norm {fmt(run_g)} over {pair.span_text()} is {ratio:.2f}x the "
+        message=(f"median gradient norm {fmt(run_g)} over {pair.span_text()} is {times(ratio)} the "
                  f"baseline's {fmt(base_g)}; limit {limits.max_ratio}x"),
         evidence={"run_median": run_g, "baseline_median": base_g, "ratio": ratio},
         location=pair.run.location(_last(pair.run)),
@@ -662,7 +658,7 @@ def check_eval_best(pair: Pair, limits: EvalBestLimits, ctx: Context) -> Iterato
         return
     rs, bs = r.series.steps[ri], b.series.steps[bi]
     yield Hit(
-        message=(f"best eval loss {fmt(run_best)} (step {rs}) is {ratio:.2f}x the baseline's best "
+        message=(f"best eval loss {fmt(run_best)} (step {rs}) is {times(ratio)} the baseline's best "
                  f"{fmt(base_best)} (step {bs}) over {pair.span_text(lo, hi)}; limit {limits.max_ratio}x"),
         evidence={"run_best_eval": run_best, "baseline_best_eval": base_best, "ratio": ratio,
                   "run_best_step": rs, "baseline_best_step": bs},
@@ -710,7 +706,7 @@ def check_eval_end(pair: Pair, limits: EvalEndLimits, ctx: Context) -> Iterator[
     bj = min(range(len(b.pos)), key=lambda j: (abs(b.pos[j] - r.pos[ri]), j))
     run_best_i = _best_in(r, lo, hi)
     yield Hit(
-        message=(f"last eval loss {fmt(run_last)} (step {rs}) is {ratio:.2f}x the baseline's eval loss "
+        message=(f"last eval loss {fmt(run_last)} (step {rs}) is {times(ratio)} the baseline's eval loss "
                  f"{fmt(base_at)} at the same step; limit {limits.max_ratio}x (the run's own best was "
                  f"{fmt(r.series.values[run_best_i])} at step {r.series.steps[run_best_i]})"),
         evidence={"run_last_eval": run_last, "baseline_eval": base_at, "ratio": ratio, "step": rs,
@@ -809,9 +805,9 @@ def check_overfit(pair: Pair, limits: OverfitLimits, ctx: Context) -> Iterator[H
         return
     bs, ls = r.series.steps[best_i], r.series.steps[last_i]
     yield Hit(
-        message=(f"eval loss rose {rise:.2f}x from its best {fmt(best)} (step {bs}) to {fmt(last)} "
-                 f"(step {ls}) while the baseline's {_REF_TEXT[ref]} went {base_change:.2f}x over the same steps "
-                 f"({fmt(a0)} -> {fmt(a1)}): {relative:.2f}x the baseline's change; limit {limits.max_ratio}x"),
+        message=(f"eval loss rose {times(rise)} from its best {fmt(best)} (step {bs}) to {fmt(last)} "
+                 f"(step {ls}) while the baseline's {_REF_TEXT[ref]} went {times(base_change)} over the same steps "
+                 f"({fmt(a0)} -> {fmt(a1)}): {times(relative)} the baseline's change; limit {limits.max_ratio}x"),
         evidence={"run_best_eval": best, "run_best_step": bs, "run_last_eval": last, "run_last_step": ls,
                   "run_rise": rise, "baseline_change": base_change, "relative": relative,
                   "baseline_reference": ref,

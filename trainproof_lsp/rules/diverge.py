@@ -8,7 +8,7 @@ from typing import Iterator
 from ..core.model import EVAL_LOSS, LOSS, Hit, Level, Related, Run
 from ._stats import median, rolling_levels, window_for
 from ._views import SERIES_WORDS, recent_points, trend_series
-from .base import Context, METRICS, Rule, Skip, fmt
+from .base import Context, METRICS, Rule, Skip, fmt, times
 
 DOC = """Loss ends well above its best level and stays there.
 
@@ -94,7 +94,7 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
             ebest = min(ev.values)
             if ev.values[-1] <= ebest * (1 + limits.eval_tolerance):
                 raise Skip(
-                    f"train loss level rose {ratio:.2f}x, but eval loss ends at {fmt(ev.values[-1])}, "
+                    f"train loss level rose {times(ratio)}, but eval loss ends at {fmt(ev.values[-1])}, "
                     f"within {limits.eval_tolerance:.0%} of its best {fmt(ebest)}: the rise is train-side noise"
                 )
     # The best level is a window median; cite the window's lowest point as "best step".
@@ -108,7 +108,7 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
         evidence["series"] = loss.name  # the view judged, when not the train loss as logged
     yield Hit(
         message=(
-            f"{what} level {fmt(end)} at the end (step {loss.steps[end_idx]}) is {ratio:.2f}x its best "
+            f"{what} level {fmt(end)} at the end (step {loss.steps[end_idx]}) is {times(ratio)} its best "
             f"level {fmt(best)} (around step {loss.steps[best_point]}); limit {limits.max_ratio}x"
         ),
         evidence=evidence,

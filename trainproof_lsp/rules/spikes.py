@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 
 from ..core.model import GRAD_NORM, LOSS, Hit, Level, Related, Run
 from ._stats import median
-from .base import Context, METRICS, Rule, Skip, fmt, need
+from .base import Context, METRICS, Rule, Skip, fmt, need, times
 
 GRAD_DOC = """Gradient norm spikes far above its median and its recent level.
 
@@ -96,7 +96,7 @@ def check_grad_spike(run: Run, limits: GradLimits, ctx: Context) -> Iterator[Hit
         return
     yield Hit(
         message=(
-            f"gradient norm {fmt(values[top])} at step {grad.steps[top]} is {ratio:.4g}x the median "
+            f"gradient norm {fmt(values[top])} at step {grad.steps[top]} is {times(ratio)} the median "
             f"{fmt(med)}; {len(spikes)} point(s) above the limit {limits.max_ratio}x after the start-up "
             f"phase (to step {startup})"
         ),
@@ -274,7 +274,7 @@ def _spike_hits(run: Run, limits: LossLimits, want_recovered: bool) -> Iterator[
         state = f"stays at {fmt(after)} over the next {points_after} points"
     yield Hit(
         message=(
-            f"loss jumps to {fmt(loss.values[i])} at step {loss.steps[i]}, {ratio:.2f}x the level "
+            f"loss jumps to {fmt(loss.values[i])} at step {loss.steps[i]}, {times(ratio)} the level "
             f"{fmt(before)} before it (limit {limits.spike_ratio}x); {state}"
             + (f"; {len(found)} such spikes" if len(found) > 1 else "")
         ),

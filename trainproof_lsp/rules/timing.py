@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..core.model import DATA_TIME, STEP_TIME, THROUGHPUT, Hit, Level, Run
 from ._stats import median, window_for
-from .base import Context, NoLimits, METRICS, Rule, Skip, fmt, need
+from .base import Context, NoLimits, METRICS, Rule, Skip, fmt, need, times
 
 CLIFF_DOC = """Steps became much slower part-way through and stayed slow.
 
@@ -40,7 +40,7 @@ def check_cliff(run: Run, limits: CliffLimits, ctx: Context) -> Iterator[Hit]:
         first_slow = next((i for i, v in enumerate(st.values) if v > limits.max_ratio * early), len(st) - w)
         yield Hit(
             message=(
-                f"step time rose from {fmt(early)} s to {fmt(late)} s ({ratio:.2f}x; limit "
+                f"step time rose from {fmt(early)} s to {fmt(late)} s ({times(ratio)}; limit "
                 f"{limits.max_ratio}x), slow from step {st.steps[first_slow]}"
             ),
             evidence={"early_step_time": early, "late_step_time": late, "ratio": ratio,
@@ -108,13 +108,23 @@ What it does not mean: a verdict; it is INFO and never changes one.
 """
 
 
+def _unit(name: str | None) -> str:
+    """The unit after the number: the log's name for the series, or nothing when that
+    name only says "throughput"."""
+    if not name or "".join(c for c in name.lower() if c.isalpha()).endswith("throughput"):
+        return ""
+    return f" {name}"
+
+
 def check_throughput(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
     tp = run.get(THROUGHPUT)
     if tp is not None and len(tp.finite()):
         tp = tp.finite()
         med = median(tp.values)
         yield Hit(
-            message=f"throughput {fmt(med)} {tp.source_name} (median of {len(tp)} point(s))",
+            # The log's own name is the unit ("train_samples_per_second"), said once when it is
+            # just "throughput" (never "throughput 0 throughput").
+            message=f"throughput {fmt(med)}{_unit(tp.source_name)} (median of {len(tp)} point(s))",
             evidence={"throughput": med, "unit": tp.source_name, "points": len(tp)},
             location=run.location(tp.records[-1]),
         )

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from ..core.model import LOSS, Hit, Level, Related, Run
 from ._stats import median, rolling_levels, window_for
-from .base import Context, METRICS, Rule, Skip, fmt, need
+from .base import Context, METRICS, Rule, Skip, fmt, need, times
 
 DOC = """Where the run ends up, the loss sits above ln(number of classes): worse than guessing.
 
@@ -57,7 +57,7 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     yield Hit(
         message=(
             f"loss level {fmt(end)} at the end (steps {loss.steps[first]}-{loss.steps[-1]}) is "
-            f"{end / bound:.2f}x ln({ctx.num_classes}) = {fmt(bound)}, the loss of a uniform guess; its best "
+            f"{times(end / bound)} ln({ctx.num_classes}) = {fmt(bound)}, the loss of a uniform guess; its best "
             f"level was {fmt(best)} (limit {limits.margin}x, classes from {ctx.num_classes_source})"
         ),
         evidence={"level": end, "best_level": best, "uniform_bound": bound, "ratio": end / bound,
