@@ -22,7 +22,7 @@ def test_times_writes_every_ratio_one_way(x, shown):
 
 
 def test_no_rule_formats_a_ratio_in_its_own_way():
-    own = [f"{p.name}:{i}: {line.strip()}" for p in sorted(RULES.glob("*.py"))
+    own = [f"{p.name}:{i}: {line.strip()}" for p in sorted(RULES.glob("*.py")) if p.name != "base.py"
            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
            if re.search(r":[,.0-9]*[fge]\}x", line)]
     assert own == []
