@@ -339,20 +339,30 @@ def _sandbox_renderer(template: str, variables: Mapping[str, Any]) -> Render:
     return lambda messages, gen: render_sandboxed(compiled, messages, variables, gen)
 
 
-def _transformers_renderer(template: str, variables: Mapping[str, Any]) -> Render:
-    """transformers' own render (apply_chat_template(tokenize=False) after its message
-    normalisation); the sandbox when this transformers has no such function. A row's
-    error is worded as transformers raised it: "TemplateError: ..."."""
-    try:
-        # function-level: the child imports transformers only in this mode
-        from transformers.utils import chat_template_utils as ctu
-        render_jinja: Any = ctu.render_jinja_template
-    except Exception:  # not installed, too old, or its import fails: the sandbox renders alike
-        return _sandbox_renderer(template, variables)
+@functools.lru_cache(maxsize=1)
+def _transformers_module() -> Any:
+    """transformers' chat-template module, or None where it is missing or has no
+    render_jinja_template (then the sandbox renders alike). jinja2 imported too."""
     try:
         import jinja2  # noqa: F401  (transformers renders with it)
     except ImportError:
         raise TemplateUnavailable(MISSING_JINJA2) from None
+    try:
+        # function-level: the child imports transformers only in this mode
+        from transformers.utils import chat_template_utils as ctu
+    except Exception:  # not installed, or its import fails
+        return None
+    return ctu if callable(getattr(ctu, "render_jinja_template", None)) else None
+
+
+def _transformers_renderer(template: str, variables: Mapping[str, Any]) -> Render:
+    """transformers' own render (apply_chat_template(tokenize=False) after its message
+    normalisation); the sandbox when this transformers has no such function. A row's
+    error is worded as transformers raised it: "TemplateError: ..."."""
+    ctu = _transformers_module()
+    if ctu is None:
+        return _sandbox_renderer(template, variables)
+    render_jinja: Any = ctu.render_jinja_template
     normalise = getattr(ctu, "_normalize_chat_messages", None)
     kwargs = {k: v for k, v in variables.items() if k not in ("messages", "add_generation_prompt")}
     if too_long(template) is not None:
@@ -434,10 +444,12 @@ def main() -> None:
         return
     setup = json.loads(first)
     template, variables = str(setup["template"]), dict(setup.get("variables") or {})
-    _cpu_budget(MAX_CPU_SECONDS)  # compiling is the template's first chance to run long
+    transformers = setup.get("mode") == "transformers"
     try:
-        renderer = (_transformers_renderer if setup.get("mode") == "transformers" else _sandbox_renderer)(
-            template, variables)
+        # The libraries first, under the start-up budget: they are ours, not the template's.
+        _transformers_module() if transformers else _environment()
+        _cpu_budget(MAX_CPU_SECONDS)  # compiling is the template's first chance to run long
+        renderer = (_transformers_renderer if transformers else _sandbox_renderer)(template, variables)
     except TemplateUnavailable as e:
         reply({"unavailable": str(e)})
         return
