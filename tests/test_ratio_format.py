@@ -26,3 +26,20 @@ def test_no_rule_formats_a_ratio_in_its_own_way():
            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
            if re.search(r":[,.0-9]*[fge]\}x", line)]
     assert own == []
+
+
+@pytest.mark.parametrize(("key", "message"), [
+    ("throughput", "throughput 120 (median of 12 point(s))"),
+    ("train_samples_per_second", "throughput 120 train_samples_per_second (median of 12 point(s))"),
+])
+def test_throughput_names_its_unit_once(tmp_path, key, message):
+    import json
+
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.engine import judge_file
+
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(json.dumps({"step": 10 * i, "loss": 3 - 0.1 * i, key: 120.0}) + "\n" for i in range(1, 13)),
+                   encoding="utf-8")
+    (f,) = [f for f in judge_file(log, Config()).findings if f.id == "TP-THROUGHPUT"]
+    assert f.message == message
