@@ -101,29 +101,30 @@ def test_a_hostile_template_is_not_checked_with_its_reason_within_the_limits(tem
         assert spent.child_cpu >= ct.MAX_CPU_SECONDS
 
 
-def test_a_normal_template_renders_in_one_child_for_both_turn_layouts(tmp_path, monkeypatch):
-    started = []
+@pytest.fixture()
+def started(monkeypatch) -> list[list[str]]:
+    """The argv of every process the renderer starts."""
+    argvs: list[list[str]] = []
     real = subprocess.Popen
 
     def popen(*args, **kwargs):
-        started.append(args[0])
+        argvs.append(args[0])
         return real(*args, **kwargs)
 
     monkeypatch.setattr(ct.subprocess, "Popen", popen)
+    return argvs
+
+
+def test_a_normal_template_renders_in_one_child_for_both_turn_layouts(started):
     # A template that refuses a conversation without a system turn first: two renders.
     template = ("{% if messages[0].role != 'system' %}{{ raise_exception('system first') }}{% endif %}"
                 "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}{% endfor %}")
     end = ct.assistant_end(template, special={"eos_token": "</s>"}, markers=["</s>"])
     assert (end.tail, end.marker, end.system) == ("</s>", "</s>", True)
-    assert len(started) == 1
-    argv = started[0]
-    assert argv == [sys.executable, "-I", str(Path(template_child.__file__))]
+    assert started == [[sys.executable, "-I", str(Path(template_child.__file__))]]
 
 
-def test_the_rows_of_one_file_share_one_child(tmp_path, monkeypatch):
-    started = []
-    real = subprocess.Popen
-    monkeypatch.setattr(ct.subprocess, "Popen", lambda *a, **k: started.append(a[0]) or real(*a, **k))
+def test_the_rows_of_one_file_share_one_child(tmp_path, started):
     template = ("{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools') }}{% endif %}"
                 "<|{{ m.role }}|>{{ m.content }}{% endfor %}")
     rows = [{"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]},
@@ -247,7 +248,7 @@ def test_max_len_counting_renders_under_the_same_limits(name, tmp_path):
     assert spent.own_growth_mib < OWN_GROWTH_CEILING_MIB
 
 
-def test_max_len_counts_match_transformers_own_render(tmp_path):
+def test_max_len_counts_match_transformers_own_render(tmp_path, started):
     pytest.importorskip("transformers")
     from trainproof_lsp.readers.tokens import count_tokens, load_tokenizer
 
@@ -257,6 +258,7 @@ def test_max_len_counts_match_transformers_own_render(tmp_path):
     data = tmp_path / "chat.jsonl"
     data.write_text(jsonl_text(CHAT_ROWS))
     lengths = count_tokens(data, tok, lines=1)
+    assert len(started) == 1  # the file's renders (whole rows and prompt parts) in one child
     messages = CHAT_ROWS[0]["messages"]
     full = tok.apply_chat_template(messages, tokenize=False)
     prompt = tok.apply_chat_template(messages[:1], tokenize=False, add_generation_prompt=True)
