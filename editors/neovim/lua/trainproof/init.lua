@@ -6,7 +6,7 @@
 -- vim.lsp.enable('trainproof'). Neovim 0.7-0.10: starts it from a FileType autocmd
 -- (vim.lsp.start on 0.8+, vim.lsp.start_client + buf_attach_client on 0.7). Either way
 -- each attached buffer gets the keymaps below and code lenses that refresh by themselves.
--- docs/editors.md and editors/neovim/README.md describe the options.
+-- docs/editor.md and editors/neovim/README.md describe the options.
 local M = {}
 
 M.defaults = {
@@ -24,7 +24,7 @@ M.defaults = {
   filetypes = { 'json', 'jsonl', 'csv', 'tsv', 'python', 'jinja' },
   -- The first folder upwards holding one of these is the workspace root.
   root_markers = { 'pyproject.toml', '.git' },
-  -- The server's settings (section "trainproof"; names as in docs/editors.md), e.g.
+  -- The server's settings (section "trainproof"; names as in docs/editor.md), e.g.
   -- { maxDiagnosticsPerFile = 200, checkEnvironment = true }. Check environment imports
   -- with `python` on PATH (an activated virtual environment's) unless
   -- settings.python names the project's interpreter.
