@@ -1,9 +1,10 @@
 """What sits beside a log and tells us about its run: checkpoint folders and the model's
-config.json (for the number of output classes)."""
+config.json or Lightning's hparams.yaml (for the number of output classes)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from ..core.formats import checkpoint_step
@@ -51,12 +52,51 @@ def classes_from_config(config: Path) -> int | None:
     return vocab if isinstance(vocab, int) and vocab >= 2 else None
 
 
+# Lightning writes the module's save_hyperparameters() to hparams.yaml beside metrics.csv:
+#   vocab_size: 32000        (or num_classes: 5, nested under a key when hparams are grouped)
+# Only integer scalars under these names are read, by line: no YAML library is needed and
+# nothing in the file is evaluated.
+HPARAMS_KEYS = ("num_classes", "n_classes", "num_labels", "vocab_size", "n_vocab")
+_HPARAM_LINE = re.compile(r"^(?P<indent>[ ]*)(?P<key>" + "|".join(HPARAMS_KEYS) + r")[ ]*:[ ]*(?P<value>\d{1,9})[ ]*$")
+HPARAMS_MAX_BYTES = 1 << 20  # a hyperparameter file is a few kB; read no more than 1 MiB of it
+
+
+def classes_from_hparams(hparams: Path) -> int | None:
+    """num_classes (or num_labels) else vocab_size from a Lightning hparams.yaml, the
+    least indented such line winning (a top-level value over one nested in a sub-config)."""
+    try:
+        with hparams.open("rb") as fh:
+            text = fh.read(HPARAMS_MAX_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    best: tuple[int, int, int] | None = None  # (indent, key rank, value)
+    for line in text.splitlines():
+        m = _HPARAM_LINE.match(line)
+        if m is None:
+            continue
+        value = int(m["value"])
+        if value < 2:
+            continue
+        # Class counts before vocabulary sizes: a classifier on a text encoder names both.
+        rank = 0 if m["key"] in ("num_classes", "n_classes", "num_labels") else 1
+        cand = (len(m["indent"]), rank, value)
+        if best is None or cand[:2] < best[:2]:
+            best = cand
+    return best[2] if best else None
+
+
 def find_num_classes(log_path: Path) -> tuple[int | None, str | None]:
-    """(classes, the config.json it came from) for the nearest config.json, if any."""
+    """(classes, the file it came from) for the nearest config.json or Lightning
+    hparams.yaml, if any (config.json first in each folder)."""
     for folder in (log_path.parent, run_root(log_path)):
         config = folder / "config.json"
         if config.is_file():
             n = classes_from_config(config)
             if n:
                 return n, str(config)
+        hparams = folder / "hparams.yaml"
+        if hparams.is_file():
+            n = classes_from_hparams(hparams)
+            if n:
+                return n, str(hparams)
     return None, None

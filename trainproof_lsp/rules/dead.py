@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+import math
 from typing import Iterator, Sequence
 
 from ..core.model import EVAL_LOSS, LOSS, LR, Hit, Level, Run
-from ._stats import mann_kendall_z, median, window_for
+from ._stats import mann_kendall_z, median, point_noise, window_for
 from ._views import SERIES_WORDS, recent_points, trend_series
 from .base import Context, METRICS, Rule, Skip, fmt
 
@@ -67,15 +68,50 @@ class Limits:
     # jump there may still come back (the spike rules' recovery window).
     recent: int = 10
     recent_fraction: float = 0.25
+    # A trendless series (z above max_trend_z) whose start-to-end fall is under 2 level
+    # noises did not fall: its own noise (point noise over the square root of the level
+    # window) moves two window medians apart by this much about 5% of the time. One low
+    # eval in a noisy, trendless eval-only log is not learning.
+    fall_noise: float = 2.0
+    # A run whose end level is within 10% of ln(C) (C classes or vocabulary entries) and
+    # fell under 3% from its start crawls at a uniform guess: the slow drift of a model
+    # whose output bias settles (7.66 -> 7.62 over 11,000 steps), not learning. Real
+    # learning from ln(C) falls by tens of percent.
+    near_uniform: float = 0.1
+    crawl_drop: float = 0.03
+
+
+def _levels(values: Sequence[float]) -> tuple[float, float, int, int]:
+    """(start level, end level, head window, level window).
+
+    The end level is the median of the last `w` points. The start level is the higher of
+    the first `w` points' median and the first `head` points' median (half as many, at
+    least 3): a run that falls fast in its first points has already fallen by the middle
+    of its first window, whose median then hides the fall (a run that fell 9% in its first
+    five points read as "-1.9%").
+    """
+    w = window_for(len(values), divisor=5, lo=3, hi=20)
+    head = max(3, w // 2)
+    start = max(median(values[:w]), median(values[:head]))
+    return start, median(values[-w:]), head, w
+
+
+def _level_noise(values: Sequence[float], window: int) -> float:
+    """The spread of a window median of this series: its point noise / sqrt(window) (a
+    median's spread is ~1.25 that of a mean, which the limit's 2 noises leave room for)."""
+    return point_noise(values) / math.sqrt(window)
 
 
 def _no_fall(values: Sequence[float], limits: Limits) -> bool:
     """Start level to end level fell less than min_drop, with no downward trend or by
-    less than negligible_drop."""
-    w = window_for(len(values), divisor=5, lo=3, hi=20)
-    start, end = median(values[:w]), median(values[-w:])
+    less than negligible_drop; or, with no downward trend, by less than fall_noise level
+    noises."""
+    start, end, _, w = _levels(values)
     drop = (start - end) / abs(start) if start else 0.0
-    return drop < limits.min_drop and (mann_kendall_z(values) > limits.max_trend_z or drop < limits.negligible_drop)
+    z = mann_kendall_z(values)
+    if z > limits.max_trend_z and start - end < limits.fall_noise * _level_noise(values, w):
+        return True
+    return drop < limits.min_drop and (z > limits.max_trend_z or drop < limits.negligible_drop)
 
 
 def _no_fall_before_the_end(values: Sequence[float], limits: Limits) -> bool:
@@ -94,8 +130,7 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     loss = trend_series(run, limits.min_points)
     what = SERIES_WORDS[loss.name]
     values = loss.values
-    w = window_for(len(values), divisor=5, lo=3, hi=20)
-    start, end = median(values[:w]), median(values[-w:])
+    start, end, head, w = _levels(values)
     z = mann_kendall_z(values)
     drop = (start - end) / abs(start) if start else 0.0
     span = f"steps {loss.steps[0]}-{loss.steps[-1]}"
@@ -106,6 +141,13 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     max_lr = max(lr.finite().values, default=None) if lr is not None else None
     tiny_lr = max_lr is not None and max_lr <= limits.max_dead_lr and z > limits.resumed_fall_z
     location = run.location(loss.records[-1])
+    windows = (f"levels: start the higher median of the first {head} and first {w} points, end the median "
+               f"of the last {w}")
+    crawl: float | None = None
+    if ctx.num_classes and ctx.num_classes >= 2 and loss.name != EVAL_LOSS:
+        bound = math.log(ctx.num_classes)
+        if abs(end / bound - 1) <= limits.near_uniform and drop < limits.crawl_drop:
+            crawl = bound
     if loss.name == EVAL_LOSS:
         # Judged on evals because the train loss is too short: a held-out loss that never
         # improves on its first value has learned nothing that generalises.
@@ -140,15 +182,38 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
                 f"the log starts at step {loss.steps[0]}: a resumed run at its floor need not improve "
                 f"(its {what} does not rise and its learning rate is not too small to learn)"
             )
+    elif crawl is not None:
+        bound = crawl
+        yield Hit(
+            message=(
+                f"{what} crawls at a uniform guess: level {fmt(start)} -> {fmt(end)} over {span} "
+                f"({len(values)} points; {-drop:+.1%}, limit: a fall of at least {limits.crawl_drop:.0%}), ending "
+                f"{end / bound - 1:+.1%} from ln({ctx.num_classes}) = {fmt(bound)} (limit {limits.near_uniform:.0%}; "
+                f"classes from {ctx.num_classes_source}); {windows}"
+            ),
+            evidence={**evidence, "uniform_bound": bound, "num_classes": ctx.num_classes},
+            location=location,
+        )
+        return
     elif _no_fall(values, limits) and _no_fall_before_the_end(values, limits):
+        noise = _level_noise(values, w)
+        if z > limits.max_trend_z and start - end < limits.fall_noise * noise and drop >= limits.min_drop:
+            why = (f"no downward trend (z {z:.2f} > {limits.max_trend_z}) and a fall of "
+                   f"{(start - end) / noise if noise else 0.0:.2f} level noises (limit {limits.fall_noise}; "
+                   f"level noise {fmt(noise)})")
+        elif z > limits.max_trend_z:
+            why = f"no downward trend (z {z:.2f} > {limits.max_trend_z})"
+        elif drop <= 0:
+            why = "the level did not fall"
+        else:
+            why = f"a fall under {limits.negligible_drop:.1%} is no learning"
         yield Hit(
             message=(
                 f"{what} level went from {fmt(start)} to {fmt(end)} over {span} "
-                f"({-drop:+.1%}; limit: a fall of at least {limits.min_drop:.0%}); "
-                + (f"no downward trend (z {z:.2f} > {limits.max_trend_z})" if z > limits.max_trend_z
-                   else f"a fall under {limits.negligible_drop:.1%} is no learning")
+                f"({len(values)} points; {-drop:+.1%}; limit: a fall of at least {limits.min_drop:.0%}); "
+                f"{why}; {windows}"
             ),
-            evidence=evidence,
+            evidence={**evidence, "level_noise": noise},
             location=location,
         )
         return
