@@ -114,6 +114,10 @@ async def test_an_open_logs_own_diagnostics_cite_other_files_relative_to_the_wor
     diagnostics = await session.diagnostics(uri)
     uniform = next(d for d in diagnostics if d.code == "TP-LOSS-ABOVE-UNIFORM")
     assert uniform.message.endswith("(limit 1.15x, classes from runs/hot/config.json)"), uniform.message
+    hover = await session.hover(uri, uniform.range.start.line, uniform.range.start.character)
+    assert hover is not None
+    assert "classes from runs/hot/config.json" in hover.contents.value.replace("\\", ""), hover.contents.value
+    assert str(workspace) not in hover.contents.value.replace("\\", "")
 
     # Doctor on the folder of an open log: the log's findings are in the list, marked as
     # shown (its own check shows them).

@@ -10,7 +10,7 @@ import asyncio
 import math
 import re
 from bisect import bisect_left
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from lsprotocol import types as lsp
 
@@ -82,9 +82,11 @@ def event_window(run: Run, finding: Finding) -> tuple[str, list[float], int, lis
             list(series.steps[lo:hi]))
 
 
-def hover_markdown(findings: Sequence[Finding], run: Run | None, *, markdown: bool = True) -> str:
+def hover_markdown(findings: Sequence[Finding], run: Run | None, *, markdown: bool = True,
+                   shown: Callable[[str], str] = lambda text: text) -> str:
     """The hover text. With `markdown`, prose from findings (messages, evidence values,
-    related messages) is escaped, so `messages[1]` shows as written; plain text is not."""
+    related messages) is escaped, so `messages[1]` shows as written; plain text is not.
+    `shown` writes a message's paths as the editor shows them (Presentation.shown)."""
     from ..rules import BY_ID
 
     esc = escape_markdown if markdown else (lambda text: text)
@@ -92,7 +94,7 @@ def hover_markdown(findings: Sequence[Finding], run: Run | None, *, markdown: bo
     for f in findings:
         rule = BY_ID.get(f.id)
         summary = rule.summary if rule else ""
-        lines = [f"**{f.id}** · {f.level.value} — {esc(summary)}", "", esc(f.message)]
+        lines = [f"**{f.id}** · {f.level.value} — {esc(summary)}", "", esc(shown(f.message))]
         if f.evidence:
             lines += ["", "| evidence | value |", "|---|---|"]
             lines += [f"| `{k}` | {esc(_number(v))} |" for k, v in sorted(f.evidence.items())]
@@ -109,14 +111,15 @@ def hover_markdown(findings: Sequence[Finding], run: Run | None, *, markdown: bo
             lines += ["", f"{esc(printable(name))}, steps {steps[0]}–{steps[-1]} ({rng}; ▲ = step {steps[at]}):",
                       "```text", line, marker, "```"]
         for r in f.related:
-            lines += ["", f"related: {esc(r.message)}"]
+            lines += ["", f"related: {esc(shown(r.message))}"]
         lines += ["", f"`trainproof-lsp rules {f.id}` for the full rule doc"]
         parts.append("\n".join(lines))
     return "\n\n---\n\n".join(parts)
 
 
-def to_hover(findings: Sequence[Finding], run: Run | None, markdown: bool) -> lsp.Hover:
-    text = hover_markdown(findings, run, markdown=markdown)
+def to_hover(findings: Sequence[Finding], run: Run | None, markdown: bool,
+             shown: Callable[[str], str] = lambda text: text) -> lsp.Hover:
+    text = hover_markdown(findings, run, markdown=markdown, shown=shown)
     kind = lsp.MarkupKind.Markdown if markdown else lsp.MarkupKind.PlainText
     return lsp.Hover(contents=lsp.MarkupContent(kind=kind, value=text))
 
@@ -136,4 +139,4 @@ async def on_hover(ls: TrainproofServer, params: lsp.HoverParams) -> lsp.Hover |
     run = None
     if result.kind.kind == "metrics":  # the log is re-read for the picture: off the loop
         run = await asyncio.get_running_loop().run_in_executor(tp.analyzer.executor, result.run, doc.path)
-    return to_hover(here, run, tp.features.hover_markdown)
+    return to_hover(here, run, tp.features.hover_markdown, tp.presentation.shown)
