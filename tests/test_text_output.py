@@ -42,3 +42,18 @@ def test_verbose_output_keeps_the_checked_and_skipped_lists():
     assert "   skipped TP-OVERFIT, TP-NAN-EVAL: no eval_loss series in the log" in lines
     assert any(" INFO TP-THROUGHPUT " in x for x in lines)
     assert lines[-1] == "8 report(s): 4 FAIL, 1 WARN, 3 PASS. Worst: FAIL"
+
+
+def test_readmes_output_folder_example_is_what_doctor_prints_and_training_args_bin_is_walked():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("$ trainproof-lsp doctor fixtures/hf_runs/overfit\n"):]
+    block = block[block.index("\n") + 1:block.index("```")]
+    proc = subprocess.run([sys.executable, "-m", "trainproof_lsp", "doctor", "fixtures/hf_runs/overfit"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.stdout == block
+    # What the prose says: config.json passed over; training_args.bin judged, never passed over.
+    code, lines = doctor_text("-v")
+    assert "fixtures/hf_runs/overfit/config.json: passed over: model config; read for vocab_size/num_labels" in lines
+    assert "== fixtures/hf_runs/healthy/checkpoint-100/training_args.bin: PASS — 0 finding(s); 9 check(s) ran, " \
+           "5 skipped" in lines
+    assert not [x for x in lines if "training_args.bin: passed over" in x]
