@@ -164,15 +164,16 @@ def test_short_nan_grad_streak_is_an_overflow_not_a_broken_run(tmp_path):
     assert only(strict, "TP-NAN-GRAD").limits == {"max_streak": 2}
 
 
-def test_isolated_grad_overflows_warn_with_related_lines(tmp_path):
+def test_isolated_grad_overflows_are_info_with_related_lines(tmp_path):
+    # Skipped fp16 steps are the loss scaler doing its job: said, but the run PASSes.
     grads: list[float] = [1.0] * 20
     grads[4] = INF  # step 50
     grads[12] = INF  # step 130
     rows = rows_of(falling(20), grad_norm=grads)
     path, report = judge_rows(tmp_path, rows)
     f = only(report, "TP-GRAD-OVERFLOW")
-    assert f.level is Level.WARN
-    assert report.verdict is Verdict.WARN
+    assert f.level is Level.INFO
+    assert report.verdict is Verdict.PASS
     assert start_line(f) == line_of(path, step_row(rows, 50))
     assert f.evidence == {"count": 2, "first_step": 50, "points": 20}
     assert len(f.related) == 1

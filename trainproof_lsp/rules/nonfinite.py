@@ -105,7 +105,9 @@ What it flags: non-finite gradient norms that are not part of a streak and after
 gradient norm and the loss are finite again.
 Why it matters: with fp16 dynamic loss scaling an overflowing step is skipped and the loss
 scale lowered; a few are expected early in a run, many mean the scale keeps overflowing.
-What it does not mean: not a broken run on its own — it is the scaler doing its job.
+What it does not mean: not a broken run on its own — it is the scaler doing its job, so
+the finding is INFO and leaves the verdict alone; a scale that keeps overflowing shows as a
+streak (TP-NAN-GRAD) or in the loss (TP-NAN, TP-DIVERGE).
 """
 
 
@@ -184,7 +186,7 @@ def check_overflow(run: Run, limits: GradLimits, ctx: Context) -> Iterator[Hit]:
 
 
 OVERFLOW_RULE = Rule(
-    id="TP-GRAD-OVERFLOW", name="grad-norm-overflow", level=Level.WARN, doc=OVERFLOW_DOC,
+    id="TP-GRAD-OVERFLOW", name="grad-norm-overflow", level=Level.INFO, doc=OVERFLOW_DOC,
     limits=GradLimits, check=check_overflow, needs=(GRAD_NORM,),
     family=METRICS,
 )

@@ -195,10 +195,20 @@ def _residuals(v: Sequence[float], limits: LossLimits) -> list[tuple[int, float]
     return out
 
 
+# Fewer residuals than this before a jump say nothing about the run's noise (a log's first
+# five points are a noisy start, not a scale): the jump is then measured against the noise of
+# the whole run instead.
+MIN_NOISE_RESIDUALS = 8
+
+
 def _noise_sigma(residuals: list[tuple[int, float]], upto: int) -> float:
     """Robust standard deviation (1.4826 x MAD) of the residuals before index `upto`: the
-    run's own noise up to the jump (a run that blew up is noisy after, not before)."""
+    run's own noise up to the jump (a run that blew up is noisy after, not before). With
+    fewer than MIN_NOISE_RESIDUALS before it, the whole run's residuals: a single recovered
+    jump in the first points is judged against the noise the run shows everywhere."""
     res = [r for i, r in residuals if i < upto]
+    if len(res) < MIN_NOISE_RESIDUALS:
+        res = [r for _, r in residuals]
     if len(res) < 3:
         return 0.0
     mid = median(res)
