@@ -62,6 +62,8 @@ COVERED = {
     "TP-ZERO-LR-PARTIAL", "TP-OVERFIT", "TP-STEP-ORDER", "TP-STEP-CLIFF", "TP-LOADER-BOUND",
     "TP-THROUGHPUT", "TP-NAN-EVAL",
     "TP-AT-CHANCE",  # its firing and quiet cases: tests/test_verdicts_real_shapes.py
+    # Their firing and quiet cases: tests/test_verdict_classes.py
+    "TP-NEGATIVE-LOSS", "TP-LOSS-COLLAPSE", "TP-EVAL-ACC-AT-CHANCE",
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from ..core.model import Level, Run
-from . import chance, compare, dead, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
+from . import chance, compare, dead, degenerate, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
 from . import checkpoint, entrypoint, env, script, script_best_strategy
 from . import dataset, tokenizer, tokens
 from .base import ANY, METRICS, Context, Family, Rule, Skip
@@ -55,6 +55,8 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     zero.ZERO_LOSS_RULE,
     zero.ZERO_ONSET_RULE,
     zero.ZERO_GRAD_RULE,
+    degenerate.NEGATIVE_RULE,  # rules/degenerate.py: a cross-entropy below 0
+    degenerate.COLLAPSE_RULE,  # ...and one that collapses to ~0 (label leakage)
     flat.RULE,
     dead.RULE,
     diverge.RULE,
@@ -63,6 +65,7 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     spikes.GRAD_SPIKE_RULE,
     uniform.RULE,
     chance.RULE,  # TP-AT-CHANCE: loss stays at ln(C)
+    chance.EVAL_ACC_RULE,  # TP-EVAL-ACC-AT-CHANCE: eval accuracy at 1/C or one class's share
     lr.ZERO_LR_RULE,
     lr.ZERO_LR_PARTIAL_RULE,
     overfit.RULE,

@@ -9,7 +9,7 @@ from typing import Iterator
 from ..core.model import EVAL_ACCURACY, LOSS, Hit, Level, Related, Run
 from ._stats import median, rolling_levels, window_for
 from ._views import SERIES_WORDS, trend_series
-from .base import Context, METRICS, Rule, Skip, fmt
+from .base import Context, METRICS, Rule, Skip, fmt, need
 
 DOC = """The loss stays at ln(C): the model predicts no better than a uniform guess.
 
@@ -108,3 +108,76 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
 
 RULE = Rule(id="TP-AT-CHANCE", name="at-chance", level=Level.FAIL, doc=DOC, limits=Limits,
             check=check, needs=(LOSS,), family=METRICS)
+
+
+EVAL_ACC_DOC = """Eval accuracy stays at chance: the classifier predicts no better than a guess.
+
+What it flags: an eval-accuracy series of at least `min_evals` evals that shows no
+learning on its own, whatever the loss says: with C classes known, the median eval sits
+within `margin` of 1/C and no eval reaches 1/C + 2 x `margin`; with or without C, one value
+repeated at `constant_share` of the evals or more (below `max_constant`) — the score of a
+model that predicts one class every time, which is that class's share of the eval set.
+Why it matters: a classifier whose labels were shuffled, or one a hot learning rate
+collapsed onto one class, scores chance on held-out data at every eval while its loss
+may drift enough to look like learning.
+Noisy logs: the median of all evals is compared, and the band is wide enough for the
+binomial noise of a small eval set (0.45-0.55 around 0.5 on ~400 samples).
+Short logs: it needs `min_evals` evals; fewer make it NOT-CHECKED with the count.
+What it does not mean: a constant perfect score (1.0, or at least `max_constant`) is a
+solved eval set, not a collapse; it is not flagged.
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalAccuracyLimits:
+    # Five evals: a median of fewer is one or two values, and a repeat of 4 of 5 is a pattern.
+    min_evals: int = 5
+    # 0.05 around 1/C: on a balanced eval set of a few hundred samples a guessing model
+    # scores 1/C +- 0.025 (one binomial sigma at n=400, C=2); twice that is the band.
+    margin: float = 0.05
+    # The same value at 80% of the evals: a learning model's accuracy moves from eval to
+    # eval; a model predicting one class scores that class's share every time.
+    constant_share: float = 0.8
+    # A constant at or above 0.95 is a solved (or tiny) eval set, not a collapse.
+    max_constant: float = 0.95
+
+
+def check_eval_accuracy(run: Run, limits: EvalAccuracyLimits, ctx: Context) -> Iterator[Hit]:
+    acc = need(run, EVAL_ACCURACY, limits.min_evals, "eval accuracy")
+    values = list(acc.values)
+    n = len(values)
+    span = f"{n} evals, steps {acc.steps[0]}-{acc.steps[-1]}"
+    location = run.location(acc.records[-1])
+    counts: dict[float, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    value, repeats = max(counts.items(), key=lambda kv: (kv[1], -kv[0]))
+    if repeats >= limits.constant_share * n and value < limits.max_constant:
+        yield Hit(
+            message=(
+                f"eval accuracy ({span}) is {value:.4g} at {repeats} of {n} evals (limit {limits.constant_share:.0%}): "
+                "a model that predicts one class scores that class's share every time"
+            ),
+            evidence={"value": value, "repeats": repeats, "evals": n},
+            location=location,
+        )
+        return
+    if ctx.num_classes and ctx.num_classes >= 2:
+        chance = 1 / ctx.num_classes
+        level, top = median(values), max(values)
+        if abs(level - chance) <= limits.margin and top < chance + 2 * limits.margin:
+            yield Hit(
+                message=(
+                    f"eval accuracy ({span}) has median {level:.4g} and best {top:.4g}: at chance 1/{ctx.num_classes} "
+                    f"= {chance:.4g} (limits: median within {limits.margin} of it, no eval {2 * limits.margin:.2g} "
+                    f"above it; classes from {ctx.num_classes_source})"
+                ),
+                evidence={"median_accuracy": level, "best_accuracy": top, "chance_accuracy": chance,
+                          "num_classes": ctx.num_classes, "evals": n},
+                location=location,
+            )
+
+
+EVAL_ACC_RULE = Rule(id="TP-EVAL-ACC-AT-CHANCE", name="eval-accuracy-at-chance", level=Level.WARN,
+                     doc=EVAL_ACC_DOC, limits=EvalAccuracyLimits, check=check_eval_accuracy,
+                     needs=(EVAL_ACCURACY,), family=METRICS)
