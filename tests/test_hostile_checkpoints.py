@@ -333,7 +333,7 @@ def _run_folder(root: Path) -> Path:
     return run
 
 
-@pytest.mark.parametrize("name", ["checkpoint.tar", "weights", "model.ckpt.old"])
+@pytest.mark.parametrize("name", ["checkpoint.tar", "weights", "model.ckpt.old", "model.json"])
 def test_a_torch_save_file_in_a_run_folder_is_judged_by_content(box, name):
     torch = pytest.importorskip("torch")
     marker = box["marks"] / "saved"
@@ -349,6 +349,22 @@ def test_a_torch_save_file_in_a_run_folder_is_judged_by_content(box, name):
     assert not marker.exists()
     load_for_real("torch", path, box["cwd"])
     assert marker.exists()
+
+
+@pytest.mark.parametrize("head, want", [
+    (b"step,loss\n1,2.0\n", None),
+    (b'{"log_history": []}', None),
+    (b"import torch\nprint(1)\n", None),
+    (b"config\nvalues\nloss 0.5.\n", None),  # GLOBAL-shaped text that is no pickle
+    (b"PK\x03\x04" + bytes(26), None),  # a ZIP without torch's data.pkl
+    (b"\x80\x04\x95", "pkl"),
+    (b"cos\nsystem\n(S'x'\ntR.", "pkl"),
+    (b"\x93NUMPY\x01\x00", "npy"),
+])
+def test_content_sniffing_claims_pickles_and_leaves_text_alone(head, want):
+    from trainproof_lsp.core.formats import sniff_checkpoint
+
+    assert sniff_checkpoint(head) == want
 
 
 # --- 9. checkpoints under folders a walk skips for logs -------------------------------------------
@@ -380,6 +396,8 @@ def test_checkpoints_under_skipped_folders_are_judged_or_named(box):
             f"`doctor {root / 'venv/lib/site-packages/pkg/model.pt'}` judges it",
     }
     assert not marker.exists()
+    load_for_real("pickle", root / ".models/llama/pytorch_model.bin", box["cwd"])
+    assert marker.exists(), "pickle.load did not run the payload: the test file is not live"
 
 
 # --- 11. a safetensors shape of many dimensions ---------------------------------------------------

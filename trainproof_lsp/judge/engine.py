@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Mapping, TypeVar
 from ..core.caps import DEFAULT_CAPS, MIB, not_regular
 from ..core.config import Config
 from ..core.formats import (checkpoint_step, formats_of, is_candidate, is_run_marker, is_skipped_folder, run_root,
-                            sniff_checkpoint)
+                            sniff_checkpoint, suffixes)
 from ..core.model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                           Related, Report, Run, Segment, Series, Span, Verdict)
 from ..readers.checkpoint import CheckpointError, CheckpointFacts, Problem, read_checkpoint
@@ -403,8 +403,12 @@ def walk_folder(root: Path) -> tuple[list[Path], list[NotJudged]]:
     return found, named
 
 
+# Checkpoint formats are known by suffix alone (core/formats.py): one endswith a file name.
+_CHECKPOINT_SUFFIXES = tuple(sorted(suffixes(formats_of("checkpoint"))))
+
+
 def _checkpoint_named(file_name: str) -> bool:
-    return any(f.matches(file_name) for f in formats_of("checkpoint"))
+    return file_name.lower().endswith(_CHECKPOINT_SUFFIXES)
 
 
 def _sniffs_as_checkpoint(path: Path) -> bool:

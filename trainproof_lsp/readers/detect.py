@@ -93,6 +93,9 @@ def detect(path: Path, head: bytes) -> Detected:
         # `model_best.pth.tar` or `checkpoint.tar` (a torch.save under a tar name), or a tar
         # archive (torch's legacy tar format, whatever its first member)
         return Detected("checkpoint", "tar")
+    sniffed = sniff_checkpoint(head)  # torch.load and pickle.load do not look at a name
+    if sniffed is not None:
+        return Detected("checkpoint", sniffed)
     if suffix in _SCRIPT:
         # A training script has a TrainingArguments-family config to lint; any other
         # Python file has nothing for the static lint to judge.
@@ -116,7 +119,4 @@ def detect(path: Path, head: bytes) -> Detected:
         return Detected("other", "json", "JSON without log_history or records; not a log")
     if suffix in _COQUI and looks_like_coqui(head):
         return Detected("metrics", "coqui-log")
-    sniffed = sniff_checkpoint(head)  # torch.load and pickle.load do not look at a name
-    if sniffed is not None:
-        return Detected("checkpoint", sniffed)
     return Detected("other", suffix.lstrip(".") or "file", "")
