@@ -118,6 +118,10 @@ async def test_an_open_logs_own_diagnostics_cite_other_files_relative_to_the_wor
     assert hover is not None
     assert "classes from runs/hot/config.json" in hover.contents.value.replace("\\", ""), hover.contents.value
     assert str(workspace) not in hover.contents.value.replace("\\", "")
+    shown = await session.command("trainproof.showReport", uri)
+    assert shown["status"] == "done"
+    message = await session.message(lambda m: "TP-LOSS-ABOVE-UNIFORM (FAIL)" in m.message)
+    assert "classes from runs/hot/config.json" in message.message and str(workspace) not in message.message
 
     # Doctor on the folder of an open log: the log's findings are in the list, marked as
     # shown (its own check shows them).

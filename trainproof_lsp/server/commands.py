@@ -645,7 +645,7 @@ async def show_report(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
     r = result.report
     lines = [f"{r.verdict.value}: {len(r.findings)} finding(s)" + (f" — {r.reason}" if r.reason else "")]
     lines += [f"{f.id} ({f.level.value}) {f.message}" for f in r.findings[:10]]
-    tp.message("trainproof: " + "\n".join(lines))
+    tp.message(tp.presentation.shown("trainproof: " + "\n".join(lines)))
     return {"status": "done", "report": report_json(r)}
 
 
