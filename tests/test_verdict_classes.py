@@ -216,3 +216,33 @@ def test_a_recovered_jump_against_a_noisy_five_point_start_is_not_a_spike(tmp_pa
     _, report = judge_rows(tmp_path, [{"step": 25 * (i + 1), "loss": v} for i, v in enumerate(losses)])
     assert ran(report, "TP-LOSS-SPIKE")
     none_of(report, "TP-LOSS-SPIKE")
+
+
+def _restart_rows(zero_run: int) -> list[dict[str, Any]]:
+    """A cosine-with-restarts schedule logged 5 times a cycle, reaching 0 at each cycle's end
+    (`zero_run` logged zeros there)."""
+    rows: list[dict[str, Any]] = []
+    step = 0
+    for c in range(30):
+        for k in range(5):
+            step += 100
+            lr = 4e-5 * (1 + math.cos(math.pi * k / 4)) / 2 if k < 5 - zero_run or zero_run == 0 else 0.0
+            if k == 4 and zero_run == 1:
+                lr = 0.0
+            rows.append({"step": step, "loss": round(0.6 * math.exp(-step / 4000) + 0.2, 4), "learning_rate": lr})
+    return rows
+
+
+def test_zero_lr_at_each_restart_boundary_is_the_schedule(tmp_path):
+    rows = _restart_rows(1)
+    assert sum(r["learning_rate"] == 0.0 for r in rows) == 30  # 20% of the logged points
+    _, report = judge_rows(tmp_path, rows)
+    assert ran(report, "TP-ZERO-LR-PARTIAL")
+    none_of(report, "TP-ZERO-LR-PARTIAL")
+
+
+def test_zero_lr_stretches_at_each_restart_are_flagged(tmp_path):
+    rows = _restart_rows(2)  # two logged zeros in a row per cycle: 60 of 150
+    _, report = judge_rows(tmp_path, rows)
+    f = only(report, "TP-ZERO-LR-PARTIAL")
+    assert f.evidence == {"zero_points": 60, "points": 150, "fraction": 0.4, "first_step": 400}

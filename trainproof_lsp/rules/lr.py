@@ -44,8 +44,10 @@ What it flags: more than `max_zero_fraction` of the logged learning rates are ex
 (but not all of them).
 Why it matters: those steps train nothing — often a warmup or restart misconfigured, or
 a scheduler that reached zero early.
-What it does not mean: a schedule that starts its warm-up at zero or decays to zero at
-its last step: a lone zero at the first or last logged step is not counted.
+What it does not mean: a schedule that starts its warm-up at zero, decays to zero at its
+last step, or touches zero at the boundaries of a cosine-with-restarts cycle: a lone zero
+(one logged point between non-zero ones, or at either end) is the schedule, not a stretch,
+and is not counted — only zeros in a stretch of two or more logged points are.
 """
 
 
@@ -58,6 +60,9 @@ def check_zero_lr_partial(run: Run, limits: PartialLimits, ctx: Context) -> Iter
     lone = {i for i, nb in ((0, 1), (n - 1, n - 2)) if values[i] == 0.0 and values[nb] != 0.0}
     if values.count(0.0) - len(lone) <= limits.max_zero_fraction * n:
         return
+    # A restart schedule reaches zero at the end of each cycle and starts the next one: a
+    # zero between two non-zero points is one such boundary, whatever how many cycles.
+    lone |= {i for i in range(1, n - 1) if values[i] == 0.0 and values[i - 1] != 0.0 and values[i + 1] != 0.0}
     zeros = [i for i, v in enumerate(values) if v == 0.0 and i not in lone]
     fraction = len(zeros) / len(lr)
     if zeros and len(zeros) < len(lr) and fraction > limits.max_zero_fraction:
