@@ -742,7 +742,8 @@ def _read_pickles(path: Path, mm: mmap.mmap, size: int, first: pw.Walked, caps: 
     common = _Walk(unsafe=listed, pickles_walked=walked, unsafe_unlisted=unlisted, not_checked=tuple(notes))
     no_tensors = "not a torch checkpoint; tensors not read"
     if first.error:
-        why = (f"a damaged pickle ({first.error}, byte {first.stopped_at}); its globals up to there "
+        why = (f"a pickle not walked to its end ({first.error}; stopped at byte {first.stopped_at}); "
+               "its globals up to there "
                "were checked without running it")
         return CheckpointFacts(path=name, format="pickle", size=size,
                                problems=(Problem(kind="unreadable", byte_offset=0, message=why),), scan_note=no_tensors, **common)
