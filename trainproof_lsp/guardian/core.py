@@ -165,7 +165,25 @@ class Guardian:
             return False
 
     def end(self) -> None:
-        """The run finished: nothing to do but let the last verdict stand."""
+        """The run finished (or was interrupted): the last verdict becomes the whole run's."""
+        self.settle()
+
+    def settle(self, step: int | None = None) -> Report | None:
+        """The run is quiet (its end, a checkpoint, an interruption): evaluate the whole
+        run if the published verdict is stale, and announce a change — so the verdict
+        stands exactly as `epoch` judges the same log. Returns the current report."""
+        if self._broken or self.live is None or self.judge is None:
+            return self.report
+        try:
+            report = self.judge.settle(self.live)
+        except Exception as e:  # never break the training run
+            if os.environ.get("TRAINPROOF_DEBUG"):
+                raise
+            self._stand_down(f"internal error: {type(e).__name__}: {e}", step=step)
+            return self.report
+        if report is not None:
+            self._take(report, step if step is not None else self.live.last_step())
+        return self.report
 
     # --- inside ----------------------------------------------------------------------
     def _log(self, step: int | None, metrics: Mapping[str, Any]) -> bool:
@@ -180,12 +198,15 @@ class Guardian:
             live.add(name, name, step if step is not None else record, value, record)
         report = judge.update(live)
         if report is not None:
-            self.report = report
-            change = verdict_change(report, self._key)
-            if change is not None:
-                self._key, previous = change
-                self._announce(report, step, previous)
+            self._take(report, step)
         return self._decide(step)
+
+    def _take(self, report: Report, step: int | None) -> None:
+        self.report = report
+        change = verdict_change(report, self._key)
+        if change is not None:
+            self._key, previous = change
+            self._announce(report, step, previous)
 
     def _announce(self, report: Report, step: int | None, previous: str | None) -> None:
         assert self.live is not None
@@ -210,6 +231,16 @@ class Guardian:
         since_records, since_step = self._fail_since
         if live.records - since_records < self.confirm:
             return False
+        # The FAIL may be from an evaluation some records old: confirmed only if the
+        # whole run as it is now still FAILs.
+        assert self.judge is not None
+        settled = self.judge.settle(live)
+        if settled is not None:
+            self._take(settled, step)
+            report = settled
+            if report.verdict is not Verdict.FAIL:
+                self._fail_since = None
+                return False
         ids = fail_ids(report)
         first = next(f for f in report.findings if f.level is Level.FAIL)
         reason = (f"FAIL {', '.join(ids)} since step {since_step}, still standing {self.confirm} "

@@ -7,7 +7,8 @@
 Every `on_log` entry (the dict HF also appends to `state.log_history`) is mapped onto the
 canonical series exactly as the `trainer_state.json` reader maps a log_history entry
 (the reader's own key table), appended to the growing run and judged on the incremental
-schedule (incremental.py). A verdict change is printed and written to
+schedule (incremental.py), and settled (evaluated over the whole run) at each checkpoint
+save and at `on_train_end`. A verdict change is printed and written to
 `<output_dir>/trainproof-verdict.jsonl`; with ``policy="stop_on_fail"`` a confirmed FAIL
 sets ``control.should_training_stop = True`` (core.py says when a FAIL is confirmed).
 
@@ -83,6 +84,12 @@ class _HFMethods:
         # Every rank gets the same (gathered) logs, so every rank takes the same decision.
         if self.guardian.log(getattr(state, "global_step", None), entry_metrics(logs or {})):
             control.should_training_stop = True
+        return control
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        # A checkpoint: trainer_state.json now holds the log so far, and the verdict is
+        # settled to `epoch`'s on it (one full evaluation per checkpoint).
+        self.guardian.settle(getattr(state, "global_step", None))
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

@@ -42,11 +42,33 @@ of how long the run already is; `Stats` counts the work so a test can prove it
 
 A finding's latency: anything the tail window shows (NaN, a spike that does not recover,
 divergence from a level inside the window, a loss above ln(V)) is published at the log
-that shows it; anything only the whole history shows, at most n/budget records later.
+that shows it; anything only the whole history shows, later — but never by more than the
+lag bound below.
+
+The lag bound (while the run grows)
+-----------------------------------
+After any full evaluation at n0 records the credit is >= -n0 (a scheduled one leaves it
+>= 0, a triggered one borrows at most n0, a forced one is clamped there), and each record
+earns `budget`, so the next scheduled evaluation comes within 2*n0/(budget-1) records.
+Hence, between two calls, the published report covers at least the first
+`covered_floor(n)` = ceil((budget-1)/(budget+1) * n) - 1 of the run's n records (60% with
+the default budget 4), and the whole run while n <= tail_window. `lag_bound` states it and
+tests/test_guardian_property.py checks it on random schedules.
+
+Settling (when the log is quiet)
+--------------------------------
+`settle` evaluates in full whenever the published report is not over every record there
+is. The callers settle whenever the run is quiet — `watch` on a poll that found nothing
+new, on a stall, at its end and on Ctrl-C; the callbacks at `on_train_end`, at a
+checkpoint save (HF) and when the fit is interrupted (Lightning) — and before a FAIL is
+confirmed. So whenever the log is quiet the live verdict is exactly `epoch`'s on the same
+bytes. A settle is not charged to the credit (it is at most one full evaluation per quiet
+spell, and charging it would stretch the lag bound); `Stats.settled` counts them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -229,6 +251,7 @@ class Stats:
     full_evals: int = 0
     full_records: int = 0
     triggered: int = 0
+    settled: int = 0  # full evaluations a quiet spell (or a confirmation) asked for
 
 
 @dataclass
@@ -243,6 +266,33 @@ class IncrementalJudge:
     _seen: int = 0
     _pending: bool = False
     _tail_key: FindingKey | None = None
+    # What the published report was evaluated over: (records, extra findings, tag), the
+    # tag naming a view of the run beyond its records (see `settle`); None: nothing yet.
+    judged: tuple[int, tuple[Finding, ...], int] | None = None
+
+    def lag_bound(self, n: int) -> int:
+        """The most records the published report may leave out while a run of n records
+        grows (see "The lag bound" in the module doc)."""
+        if n <= self.schedule.tail_window:
+            return 0
+        b = self.schedule.budget
+        return n - max(0, math.ceil((b - 1) / (b + 1) * n) - 1)
+
+    def settle(self, live: LiveRun, *, extra: Iterable[Finding] = (), columns: Iterable[str] = (),
+               view: LiveRun | None = None, tag: int = 0) -> Report | None:
+        """The run is quiet: evaluate in full if the published report is stale, so that it
+        is `epoch`'s verdict on the same records. `view` (named by a nonzero `tag`) is
+        judged instead of `live`: the run plus what a whole-file read adds at its end (a
+        last line not ended yet), without changing `live`. Returns the new report, or
+        None when the published one is already current (or there is nothing to judge)."""
+        extra = tuple(extra)
+        run = live if view is None else view
+        if run.records == 0 and self.report is None:
+            return None
+        if self.report is not None and self.judged == (live.records, extra, tag):
+            return None
+        self.stats.settled += 1
+        return self._full(run, extra, columns, charge=False, key=(live.records, extra, tag))
 
     def update(self, live: LiveRun, *, extra: Iterable[Finding] = (), force: bool = False,
                columns: Iterable[str] = ()) -> Report | None:
@@ -276,11 +326,14 @@ class IncrementalJudge:
         return None
 
     def _full(self, live: LiveRun, extra: tuple[Finding, ...], columns: Iterable[str], *,
-              charge: bool) -> Report:
+              charge: bool, key: tuple[int, tuple[Finding, ...], int] | None = None) -> Report:
         n = live.records
         if charge:
-            self._credit -= n
+            # Clamped at -n (a forced evaluation may come without credit): the lag
+            # bound rests on the credit never being below minus the records judged.
+            self._credit = max(self._credit - n, -float(n))
         self._pending = False
+        self.judged = key or (n, extra, 0)
         self.stats.full_evals += 1
         self.stats.full_records += n
         self.report = judge_live(live.snapshot(), self.config, extra=extra, columns=columns)

@@ -13,7 +13,8 @@ plus the first step, as HF's `logging_first_step`):
 - eval loss: after each validation run (not the sanity check), a logged metric the
   alias table maps onto the eval loss (`val_loss`, `val/loss`, ...).
 
-The stream goes to `trainer.log_dir` (the logger's version folder, beside metrics.csv),
+The verdict is settled (evaluated over the whole run) at `on_train_end` and in
+`on_exception` (a Ctrl-C or an error ending the fit). The stream goes to `trainer.log_dir` (the logger's version folder, beside metrics.csv),
 else `trainer.default_root_dir`. With ``policy="stop_on_fail"`` a confirmed FAIL sets
 ``trainer.should_stop = True`` (Lightning ends the fit after the current step).
 
@@ -99,6 +100,14 @@ class _LightningMethods:
         point = {k: v for k, v in logged_series(metrics).items() if k == EVAL_LOSS}
         if point:
             self._record(trainer, int(getattr(trainer, "global_step", 0)), point)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self.guardian.end()  # the whole run's verdict, as `epoch` judges its metrics
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        # Lightning calls this on Ctrl-C (KeyboardInterrupt) and on any error in the fit:
+        # the run is over, and its last verdict is settled as at a normal end.
+        self.guardian.end()
 
     def _record(self, trainer: Any, step: int, point: dict[str, Any]) -> None:
         if self.guardian.log(step, point):
