@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -49,8 +50,14 @@ class Cli:
     """`trainproof-lsp watch ARGS` with its stdout and stderr read by two threads as the
     lines come, so a test waits for what the watch says (an event), not for the clock."""
 
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "trainproof_lsp", "watch", *args], cwd=ROOT,
+    def __init__(self, *args: str, pause_at: str = "", ignore_sigint: bool = False,
+                 stages: bool = False) -> None:
+        env = {**os.environ, "TRAINPROOF_WATCH_STAGES": "1"} if stages else None
+        if pause_at or ignore_sigint:
+            command = [sys.executable, "-c", CHILD, pause_at or "-", "1" if ignore_sigint else "0", "watch", *args]
+        else:
+            command = [sys.executable, "-m", "trainproof_lsp", "watch", *args]
+        self.proc = subprocess.Popen(command, cwd=ROOT, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: dict[str, list[str]] = {"out": [], "err": []}
         self.changed = threading.Condition()
@@ -90,6 +97,32 @@ class Cli:
         for t in self.readers:
             t.join(timeout=DEADLINE)
         return code, "".join(self.lines["out"]), "".join(self.lines["err"])
+
+
+# `trainproof-lsp ARGS...` as `python -m trainproof_lsp` runs it, with two test hooks:
+# argv[1], a module name, pauses the start-up just before that module is imported (the
+# child says "stage import NAME" and waits for a signal there, with Python's own SIGINT
+# handler: the KeyboardInterrupt rises inside that import); argv[2] == "1" starts the
+# command with SIGINT ignored, as a shell script's background job (`cmd &`) inherits it.
+CHILD = r"""
+import os, runpy, signal, sys
+pause_at, ignore = sys.argv[1], sys.argv[2] == "1"
+if ignore:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited across exec, as from a shell's `&`
+    os.execv(sys.executable, [sys.executable, "-m", "trainproof_lsp", *sys.argv[3:]])
+
+class Pause:
+    def find_spec(self, name, path=None, target=None):
+        if name == pause_at:
+            sys.meta_path.remove(self)
+            print(f"stage import {name}", file=sys.stderr, flush=True)
+            signal.pause()
+        return None
+
+sys.meta_path.insert(0, Pause())
+sys.argv = ["trainproof-lsp", *sys.argv[3:]]
+runpy.run_module("trainproof_lsp", run_name="__main__", alter_sys=True)
+"""
 
 
 CONFIRM = 20  # records a FAIL must stand before --until-fail exits (passed as --confirm)
@@ -422,3 +455,161 @@ def test_an_hf_output_folder_run_is_named_as_doctor_names_it(tmp_path):
     assert report.artefact.path == name
     assert out.getvalue().startswith(f"{name}: step 40: PASS")
     assert [r.artefact.path for r in w.outcome().reports] == [name]
+
+
+# --- SIGINT at every stage of start-up -----------------------------------------------------
+
+# Modules the start-up imports, in order: the command line (imported by the launcher,
+# outside cli.main), the engine it loads, the watch (imported inside cli.main).
+IMPORT_STAGES = ["trainproof_lsp.cli", "trainproof_lsp.judge.engine", "trainproof_lsp.guardian.watch"]
+
+
+@pytest.mark.parametrize("module", IMPORT_STAGES)
+def test_sigint_while_the_start_up_imports_exits_2_without_a_traceback(tmp_path, module):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(line(1), encoding="utf-8")
+    watch = Cli(str(log), "--interval", "0.1", pause_at=module)
+    watch.wait_for(f"stage import {module}", "err")  # paused just before that import
+    watch.proc.send_signal(signal.SIGINT)
+    code, out, err = watch.finish()
+    assert code == 2, (out, err)
+    assert err.strip().splitlines()[-1] == "trainproof-lsp: interrupted" and "Traceback" not in err, err
+
+
+# Stages the watch announces (TRAINPROOF_WATCH_STAGES=1) once its handler is in place:
+# the handler, the wait for a log that is not there yet, the first poll, the first wait
+# between polls, the settling at the end. With SIGINT inherited ignored too: the watch
+# installs its handler whatever it inherited.
+
+
+@pytest.mark.parametrize("ignore_sigint", [False, True], ids=["default", "inherited-ignored"])
+@pytest.mark.parametrize("stage", ["handler", "waiting"])
+def test_sigint_before_the_log_appears_exits_2_quietly(tmp_path, stage, ignore_sigint):
+    log = tmp_path / "later.jsonl"
+    watch = Cli(str(log), "--interval", "0.1", stages=True, ignore_sigint=ignore_sigint)
+    watch.wait_for("stage handler" if stage == "handler" else "waiting for", "err" if stage == "handler" else "out")
+    watch.proc.send_signal(signal.SIGINT)
+    code, out, err = watch.finish()
+    assert code == 2 and "stopped (Ctrl-C)" in out and "no such file or folder" in out, (out, err)
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("ignore_sigint", [False, True], ids=["default", "inherited-ignored"])
+@pytest.mark.parametrize("stage", ["poll", "nap"])
+def test_sigint_while_watching_ends_with_the_whole_logs_verdict(tmp_path, stage, ignore_sigint):
+    """SIGINT in the first poll or the first wait between polls: the watch ends, judging
+    the whole log — a FAIL (exit 1) that a 10-point tail window alone never shows."""
+    log = tmp_path / "metrics.jsonl"
+    dead = [4.16 * (1 + 0.03 * ((i * 7) % 5 - 2)) + 0.0005 * i for i in range(300)]
+    log.write_text("".join(json.dumps({"step": i + 1, "loss": v}) + "\n" for i, v in enumerate(dead)),
+                   encoding="utf-8")
+    watch = Cli(str(log), "--interval", "0.1", stages=True, ignore_sigint=ignore_sigint)
+    watch.wait_for(f"stage {stage}", "err")
+    watch.proc.send_signal(signal.SIGINT)
+    code, out, err = watch.finish()
+    offline = judge_file(log, Config())
+    assert offline.verdict.value == "FAIL"
+    assert code == 1 and "stopped (Ctrl-C)" in out and f"== {log}: FAIL" in out, (out, err)
+    assert "Traceback" not in err
+
+
+def test_a_second_ctrl_c_while_settling_ends_at_once_with_the_last_published_verdicts(tmp_path, monkeypatch):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(line(s) for s in range(1, 200)), encoding="utf-8")
+
+    def ctrl_c(seconds: float) -> None:
+        raise KeyboardInterrupt  # the first Ctrl-C, in the wait after the first poll
+
+    out = io.StringIO()
+    w = Watch(log, Config(), WatchOptions(interval=1.0), out=out, err=out, sleep=ctrl_c)
+
+    def second_ctrl_c() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(w, "settle_all", second_ctrl_c)
+    outcome = w.run()
+    assert "stopped (Ctrl-C)" in out.getvalue() and "interrupted again" in out.getvalue()
+    (report,) = outcome.reports
+    assert report.verdict.value == "PASS"
+
+
+def test_ctrl_c_during_a_poll_is_noted_and_the_loop_ends_after_it(tmp_path, monkeypatch):
+    """The handler raises only in the wait: a Ctrl-C during a poll must not tear a log
+    half read into its columns; the loop ends once the poll is done."""
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(line(s) for s in range(1, 50)), encoding="utf-8")
+    out = io.StringIO()
+    naps = []
+    w = Watch(log, Config(), WatchOptions(interval=1.0), out=out, err=out, sleep=naps.append)
+    real_poll = w.poll_once
+
+    def poll_with_ctrl_c() -> None:
+        w.interrupts(signal.SIGINT, None)  # lands mid-poll: noted, not raised
+        real_poll()
+
+    monkeypatch.setattr(w, "poll_once", poll_with_ctrl_c)
+    outcome = w.run()
+    assert naps == [] and "stopped (Ctrl-C)" in out.getvalue()
+    assert w.logs[str(log)].tailer.live.records == 49 and outcome.reports[0].verdict.value == "PASS"
+
+
+# --- paths that are not regular files -------------------------------------------------------
+
+def test_a_fifo_or_a_dev_zero_log_is_not_checked_at_once(tmp_path):
+    fifo = tmp_path / "metrics.jsonl"
+    os.mkfifo(fifo)
+    zero = tmp_path / "trainer_state.json"
+    zero.symlink_to("/dev/zero")
+    for target, what in ((fifo, "a FIFO (named pipe)"), (zero, "a character device (through a symlink)")):
+        code, out, err = Cli(str(target), "--interval", "0.1").finish()
+        assert code == 2 and "Traceback" not in err and "MemoryError" not in err, (out, err)
+        assert out.strip().splitlines()[-1] == (f"== {target}: NOT-CHECKED: {target}: {what}, not a regular file: "
+                                                "only regular files are read"), out
+
+
+def test_a_log_swapped_for_a_fifo_or_dev_zero_while_watched_is_not_checked(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(line(s) for s in range(1, 40)), encoding="utf-8")
+    w, out = _watch(log)
+    w.poll_once()
+    assert w.logs[str(log)].report.verdict.value == "PASS"
+    log.unlink()
+    os.mkfifo(log)
+    done = threading.Event()
+    threading.Thread(target=lambda: (w.poll_once(), done.set()), daemon=True).start()
+    assert done.wait(DEADLINE), "a poll blocked on a FIFO"
+    report = w.logs[str(log)].report
+    assert report.verdict.value == "NOT-CHECKED" and report.reason == (
+        f"{log}: a FIFO (named pipe), not a regular file: only regular files are read")
+    log.unlink()
+    log.symlink_to("/dev/zero")
+    w.poll_once()
+    assert w.logs[str(log)].report.reason.endswith("a character device (through a symlink), not a regular file: "
+                                                   "only regular files are read")
+
+
+def test_a_folder_with_a_fifo_named_like_a_log_says_so(tmp_path):
+    os.mkfifo(tmp_path / "metrics.jsonl")
+    w, out = _watch(tmp_path)
+    w.poll_once()
+    (report,) = w.outcome().reports
+    assert report.verdict.value == "NOT-CHECKED" and "a FIFO (named pipe), not a regular file" in report.reason
+    assert out.getvalue().count("NOT-CHECKED") == 1
+
+
+def test_a_log_over_its_size_cap_is_not_checked_as_epoch_says(tmp_path):
+    from trainproof_lsp.core.caps import Caps
+
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(line(s) for s in range(1, 40)), encoding="utf-8")
+    config = Config(caps=Caps(max_log_mb=1))
+    out = io.StringIO()
+    w = Watch(log, config, WatchOptions(), out=out, err=out)
+    w.poll_once()
+    assert w.logs[str(log)].report.verdict.value == "PASS"
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(" " * (1 << 20) + "\n")
+    w.poll_once()
+    report = w.logs[str(log)].report
+    assert report.verdict.value == "NOT-CHECKED" and "over the cap of 1 MiB for a log (max_log_mb)" in report.reason
+    assert judge_file(log, config).verdict.value == "NOT-CHECKED"

@@ -35,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .server import serve  # start-up time: the server answers before the engine is loaded
 
         return serve()
-    from .cli import main as cli_main  # start-up time: `serve` above never loads the command line's imports
-
+    try:
+        from .cli import main as cli_main  # start-up time: `serve` above never loads the command line's imports
+    except KeyboardInterrupt:  # Ctrl-C while the command line loads: cli.main's own answer, no traceback
+        print("trainproof-lsp: interrupted", file=sys.stderr)
+        return 2
     return cli_main(args)

@@ -33,29 +33,55 @@ stream.py) is printed when the verdict or its FAIL/WARN rule ids change.
 A log (or run folder) that does not exist yet is waited for: `watch` is often started
 before the training run that writes it.
 
+The published verdict may lag a growing log by the bound incremental.py states; whenever
+a log is quiet it is settled (`IncrementalJudge.settle`): on a poll that finds nothing
+new, on a stall, before a FAIL is confirmed, at the end and on Ctrl-C. So the last verdict
+printed is always `epoch`'s on the bytes the watch last read.
+
 --until-fail exits 1 once a FAIL has stood for `--confirm` more records (default: the
 unrecovered-spike rule's look-ahead, as the training callbacks use; see core.py) or the
-log has stopped growing for --stall-timeout seconds. --stall-timeout S reports a log that
-has not grown for S seconds (and again when it grows). Ctrl-C ends the watch quietly.
-Exit codes come from cli.exit_code over the final reports: 1 FAIL, 2 not judged, else 0.
+log has stopped growing for --stall-timeout seconds, and a full evaluation of the whole
+log so far still says FAIL. --stall-timeout S reports a log that has not grown for S
+seconds (and again when it grows). Exit codes come from cli.exit_code over the final
+reports: 1 FAIL, 2 not judged, else 0.
+
+Ctrl-C (SIGINT)
+---------------
+`run` installs its own SIGINT handler, whatever the process inherited: a watch started in
+the background by a script inherits SIGINT *ignored*, and Python then never turns it into
+KeyboardInterrupt — `kill -INT` would be lost. The handler only raises at a safe point (a
+wait between polls); during a poll it notes the request, and the loop ends after that
+poll, reads what is new once more and settles every log, so the verdicts printed last are
+over the bytes on disk. A second Ctrl-C ends at once, with the verdicts published so far.
+
+Only regular files are opened (a FIFO would block the watch, /dev/zero would never end),
+each open checked on the opened descriptor (readers/common.open_regular), and a log over its size cap
+(`max_log_mb`; `max_events_mb` for an event file) is NOT-CHECKED, as `epoch` says.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
+import signal
+import stat
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, TextIO
 
+from ..core.caps import DEFAULT_CAPS, MIB, Caps, mib, not_regular
 from ..core.config import Config
 from ..core.formats import checkpoint_step, is_skipped_folder, is_watched_log
 from ..readers.detect import HEAD_BYTES, Detected, detect
 from ..judge.engine import event_file_findings, not_checked, read_run
 from ..core.model import Finding, NotJudged, Outcome, ReadError, Report, Span, Verdict
-from ..readers.metrics import CsvFeed, GrowingRowMapping, JsonlFeed, map_columns
+from ..readers.common import NotRegularFile, open_regular
+from ..readers.metrics import CsvFeed, GrowingRowMapping, JsonlFeed, Rows, map_columns
 from ..readers.tensorboard import normalise_tag, split_of
 from ..readers.trainer_state import read_trainer_state
 from ..readers.tfevents import EventFileScan, EventPoint, EventReader
@@ -65,6 +91,13 @@ from .stream import STREAM_NAME, encode, stall_event, verdict_event
 
 # Bytes compared at the start of a file on each change: a rewrite from the start shows here.
 _HEAD_CHECK = 256
+
+
+def cap_reason(path: Path, size: int, cap_mb: int, name: str) -> str | None:
+    """The NOT-CHECKED reason for a log of `size` bytes over `cap_mb`, as the reader says it."""
+    if size <= cap_mb * MIB:
+        return None
+    return f"{path}: {size} bytes ({mib(size)}), over the cap of {cap_mb} MiB for a log ({name}): not read"
 
 
 @dataclass
@@ -80,26 +113,39 @@ class Poll:
 class _Tailer:
     """One watched log: its growing run, read incrementally."""
 
-    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None) -> None:
+    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None, *,
+                 cap_mb: int = DEFAULT_CAPS.max_log_mb, cap_name: str = "max_log_mb") -> None:
         self.path = path
         self.fmt = fmt
         self.column_map = column_map  # the `columns` setting: names the alias table misses
+        self.cap_mb, self.cap_name = cap_mb, cap_name
         self.live = LiveRun(path=str(path), format=fmt)
         self.offset = 0
         self.head = b""
+        self.refused = ""  # why the file must not be read (not regular, over its cap)
 
     def columns(self) -> tuple[str, ...]:
         return self.live.series_names()
 
     def _restart(self) -> None:
-        self.__init__(self.path, self.fmt, self.column_map)  # type: ignore[misc]
+        self.__init__(self.path, self.fmt, self.column_map,  # type: ignore[misc]
+                      cap_mb=self.cap_mb, cap_name=self.cap_name)
 
     def _read_new(self) -> tuple[bytes, bool] | None:
         """(appended bytes, was the file read again from the start); None when it cannot
-        be read."""
+        be read (`refused` says why when it must not be)."""
+        self.refused = ""
+        irregular = not_regular(self.path)
+        if irregular:
+            self.refused = f"{self.path}: {irregular}"
+            return None
         try:
             size = os.stat(self.path).st_size
         except OSError:
+            return None
+        refused = cap_reason(self.path, size, self.cap_mb, self.cap_name)
+        if refused:
+            self.refused = refused
             return None
         restarted = False
         if size < self.offset or (size != self.offset and self.head and not self._same_head()):
@@ -108,9 +154,12 @@ class _Tailer:
         if size == self.offset:
             return b"", restarted
         try:
-            with open(self.path, "rb") as fh:
+            with open_regular(self.path) as fh:
                 fh.seek(self.offset)
-                data = fh.read(size - self.offset)
+                data = fh.read(size - self.offset)  # (bounded: size is under the cap)
+        except NotRegularFile as e:
+            self.refused = f"{self.path}: {e.strerror}"
+            return None
         except OSError:
             return None
         if len(self.head) < _HEAD_CHECK and self.offset < _HEAD_CHECK:
@@ -120,7 +169,7 @@ class _Tailer:
 
     def _same_head(self) -> bool:
         try:
-            with open(self.path, "rb") as fh:
+            with open_regular(self.path) as fh:
                 return fh.read(len(self.head)) == self.head
         except OSError:
             return False
@@ -133,8 +182,9 @@ class _LineTailer(_Tailer):
     """JSONL and CSV/TSV: the appended bytes fed to the format's reader (its incremental
     form, the one the whole-file read uses); rows mapped onto series as they come."""
 
-    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None) -> None:
-        super().__init__(path, fmt, column_map)
+    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None,
+                 **caps: Any) -> None:
+        super().__init__(path, fmt, column_map, **caps)
         self.rows: JsonlFeed | CsvFeed = (
             CsvFeed(str(path), "\t" if path.suffix.lower() == ".tsv" else ",") if fmt == "metrics-csv"
             else JsonlFeed(str(path)))
@@ -146,7 +196,7 @@ class _LineTailer(_Tailer):
     def poll(self) -> Poll:
         got = self._read_new()
         if got is None:
-            return Poll(error=f"{self.path}: cannot read (gone or not readable)")
+            return Poll(error=self.refused or f"{self.path}: cannot read (gone or not readable)")
         data, restarted = got
         if self.unreadable:  # (a file rewritten from the start is read afresh: see _restart)
             return Poll(error=self.unreadable)
@@ -162,7 +212,12 @@ class _LineTailer(_Tailer):
         except ReadError as e:
             self.unreadable = str(e)
             return Poll(grew=True, error=self.unreadable)
-        live = self.live
+        self._take(rows, self.live, self.mapping, self.rows)
+        return Poll(grew=True, replaced=restarted)
+
+    @staticmethod
+    def _take(rows: Rows, live: LiveRun, mapping: GrowingRowMapping, feed: JsonlFeed | CsvFeed) -> None:
+        """A batch of the feed's rows appended to `live`, mapped onto series."""
         numbered = []
         # (The batch's columns, read directly: a Row object per row would cost more than
         # the row's own parsing.)
@@ -173,13 +228,32 @@ class _LineTailer(_Tailer):
             if note is not None:
                 live.notes.append((record, note))
             numbered.append((record, values))
-        if self.mapping.put(numbered, live, live.notes):
-            live.unmapped = self.mapping.mapping.unmapped()
-        if isinstance(self.rows, JsonlFeed):
-            bad = self.rows.bad_lines_note()
+        if mapping.put(numbered, live, live.notes):
+            live.unmapped = mapping.mapping.unmapped()
+        if isinstance(feed, JsonlFeed):
+            bad = feed.bad_lines_note()
             if bad is not None:
                 live.lead_notes["bad-lines"] = bad
-        return Poll(grew=True, replaced=restarted)
+
+    def finished(self) -> tuple[LiveRun, tuple[str, ...]] | str | None:
+        """The run as a whole-file read of the bytes so far sees it: the last line, which
+        its writer has not ended (yet), read as the reader's `finish` reads it — on copies,
+        so the tail goes on as before when the line is completed. (the run, its columns);
+        a reason when that read fails; None when no such line is held (the common case:
+        the copy of the feed is a few bytes; the run is copied only when a line is held)."""
+        if self.unreadable:
+            return None
+        feed = copy.deepcopy(self.rows)
+        bad = feed.bad if isinstance(feed, JsonlFeed) else 0
+        try:
+            rows = feed.finish()
+        except ReadError as e:
+            return str(e)
+        if not rows.values and not rows.notes and (not isinstance(feed, JsonlFeed) or feed.bad == bad):
+            return None
+        live, mapping = copy.deepcopy(self.live), copy.deepcopy(self.mapping)
+        self._take(rows, live, mapping, feed)
+        return live, tuple(mapping.mapping.names)
 
     def columns(self) -> tuple[str, ...]:
         return tuple(self.mapping.mapping.names)
@@ -191,8 +265,9 @@ class _EventTailer(_Tailer):
     writer until its end arrives, and each tag's first metadata, so TF2-style tensor
     scalars (metadata only in a tag's first record) are recognised in later records."""
 
-    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None) -> None:
-        super().__init__(path, fmt, column_map)
+    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None,
+                 **caps: Any) -> None:
+        super().__init__(path, fmt, column_map, **caps)
         self.reader = EventReader(path=str(path), verify_crc=True)
         self.split = split_of(path)
         self.tags: dict[str, str] = {}  # normalised name -> tag
@@ -221,7 +296,7 @@ class _EventTailer(_Tailer):
             return Poll(extra=tuple(self.extra))
         got = self._read_new()
         if got is None:
-            return Poll(error=f"{self.path}: cannot read (gone or not readable)")
+            return Poll(error=self.refused or f"{self.path}: cannot read (gone or not readable)")
         data, restarted = got
         if not data:
             return Poll(grew=restarted, replaced=restarted, extra=tuple(self.extra))
@@ -268,12 +343,16 @@ class _WholeTailer(_Tailer):
     """Logs rewritten whole (trainer_state.json) or read whole (Coqui text, JSON arrays):
     read again only when the size or mtime changes."""
 
-    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None) -> None:
-        super().__init__(path, fmt, column_map)
+    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None,
+                 **caps: Any) -> None:
+        super().__init__(path, fmt, column_map, **caps)
         self.signature: tuple[int, int] | None = None
         self.failed: tuple[tuple[int, int], str] | None = None
 
     def poll(self) -> Poll:
+        irregular = not_regular(self.path)
+        if irregular:
+            return Poll(error=f"{self.path}: {irregular}")
         try:
             st = os.stat(self.path)
         except OSError:
@@ -281,13 +360,20 @@ class _WholeTailer(_Tailer):
         sig = (st.st_size, st.st_mtime_ns)
         if sig == self.signature:
             return Poll()
+        refused = cap_reason(self.path, st.st_size, self.cap_mb, self.cap_name)
+        if refused:
+            self.signature = sig
+            return Poll(grew=True, error=refused)
         try:
-            data = self.path.read_bytes()
+            with open_regular(self.path) as fh:
+                data = fh.read(st.st_size + 1)  # (bounded: what grew since the stat is read next time)
             if self.fmt == "hf-trainer-state":
                 run = (read_trainer_state(self.path, data, columns=self.column_map) if self.column_map
                        else read_trainer_state(self.path, data))
             else:
                 run = read_run(self.path, Detected("metrics", self.fmt), data, columns=self.column_map)
+        except NotRegularFile as e:
+            return Poll(grew=True, error=f"{self.path}: {e.strerror}")
         except (ReadError, OSError, ValueError, RecursionError) as e:
             # The writer may be mid-rewrite: an error counts only once the same bytes
             # fail twice.
@@ -310,12 +396,13 @@ class _WholeTailer(_Tailer):
         self.signature = None
 
 
-def make_tailer(path: Path, fmt: str, columns: Mapping[str, str] | None = None) -> _Tailer:
+def make_tailer(path: Path, fmt: str, columns: Mapping[str, str] | None = None,
+                caps: Caps = DEFAULT_CAPS) -> _Tailer:
     if fmt in ("metrics-jsonl", "metrics-csv"):
-        return _LineTailer(path, fmt, columns)
+        return _LineTailer(path, fmt, columns, cap_mb=caps.max_log_mb)
     if fmt == "tfevents":
-        return _EventTailer(path, fmt, columns)
-    return _WholeTailer(path, fmt, columns)
+        return _EventTailer(path, fmt, columns, cap_mb=caps.max_events_mb, cap_name="max_events_mb")
+    return _WholeTailer(path, fmt, columns, cap_mb=caps.max_log_mb)
 
 
 # --- the watch loop ------------------------------------------------------------------
@@ -332,6 +419,8 @@ class _Watched:
     last_growth: float = 0.0
     stalled: bool = False
     fail_since: int | None = None  # records at the first FAIL of the current streak
+    error: bool = False  # the last poll could not read it: its report is that NOT-CHECKED
+    extra: tuple[Finding, ...] = ()  # the tailer's findings of its own (damaged event records)
 
     @property
     def name(self) -> str:
@@ -380,9 +469,14 @@ def _candidates(root: Path) -> dict[str, tuple[Path, str]]:
 
 
 def _detect(path: Path) -> Detected:
+    irregular = not_regular(path)
+    if irregular:
+        return Detected("other", "unknown", irregular)
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             head = fh.read(HEAD_BYTES)
+    except NotRegularFile as e:
+        return Detected("other", "unknown", str(e.strerror))
     except OSError as e:
         return Detected("other", "unknown", f"cannot read ({e.strerror or e})")
     return detect(path, head)
@@ -404,8 +498,10 @@ class Watch:
         self.sleep = sleep
         self.logs: dict[str, _Watched] = {}
         self.ignored: dict[str, tuple[int, str]] = {}  # path -> (size when checked, reason)
+        self.refused: dict[str, Report] = {}  # path -> NOT-CHECKED: named like a log, not a regular file
         self.confirm = options.confirm if options.confirm is not None else default_confirm(config)
         self.failed: _Watched | None = None
+        self.interrupts = _Interrupts()
 
     # --- output -----------------------------------------------------------------------
     def _emit(self, event: dict[str, Any], lines: list[str]) -> None:
@@ -431,6 +527,15 @@ class Watch:
                     w.tailer.move(path)
                 continue
             if not fmt:
+                irregular = not_regular(path)
+                if irregular and os.path.lexists(path):
+                    # Named like a log but a FIFO, a device...: never opened, and said.
+                    if key not in self.refused:
+                        self.refused[key] = report = not_checked(key, "unknown", "unknown", f"{path}: {irregular}")
+                        self._emit(verdict_event(report, source="watch", path=key, step=None, records=0,
+                                                 previous=None), [f"{key}: NOT-CHECKED {report.reason}"])
+                    continue
+                self.refused.pop(key, None)
                 try:
                     size = os.stat(path).st_size
                 except OSError:
@@ -444,7 +549,7 @@ class Watch:
                     continue
                 fmt = d.format
             self.ignored.pop(key, None)
-            self.logs[key] = _Watched(key=key, tailer=make_tailer(path, fmt, self.config.columns),
+            self.logs[key] = _Watched(key=key, tailer=make_tailer(path, fmt, self.config.columns, self.config.caps),
                                       judge=IncrementalJudge(self.config, self.options.schedule),
                                       last_growth=self.clock())
 
@@ -456,6 +561,8 @@ class Watch:
             got = w.tailer.poll()
             live = w.tailer.live
             report: Report | None
+            w.error = got.error is not None
+            w.extra = got.extra
             if got.error is not None:
                 report = not_checked(w.name, "metrics", w.tailer.fmt, got.error)
                 w.judge.report = report
@@ -463,7 +570,9 @@ class Watch:
                 report = w.judge.update(live, extra=got.extra, force=got.replaced,
                                         columns=w.tailer.columns())
             else:
-                report = None
+                # Quiet: nothing new since the last poll. The published verdict becomes
+                # the whole log's (at most one full evaluation per quiet spell).
+                report = self._settle(w)
             if got.grew:
                 w.last_growth = now
                 if w.stalled:
@@ -477,16 +586,44 @@ class Watch:
                 self._emit(stall_event(path=w.name, step=live.last_step(), seconds=waited, stalled=True),
                            [f"{w.name}: stalled: no growth for {waited:.0f} s (last step {live.last_step()})"])
             if report is not None:
-                w.report = report
-                change = verdict_change(report, w.said)
-                if change is not None:
-                    w.said, previous = change
-                    step = live.last_step()
-                    self._emit(verdict_event(report, source="watch", path=w.name, step=step,
-                                             records=live.records, previous=previous),
-                               [f"{w.name}: {line}" if i == 0 else line
-                                for i, line in enumerate(change_lines(report, step, previous))])
+                self._publish(w, report)
             self._confirm(w)
+
+    def _settle(self, w: _Watched) -> Report | None:
+        """The whole log's report if the published one is stale (None: it is current, or
+        the log cannot be read and its NOT-CHECKED stands). A line its writer has not
+        ended is read as `epoch` reads it (`_LineTailer.finished`)."""
+        if w.error:
+            return None
+        tailer = w.tailer
+        finished = tailer.finished() if isinstance(tailer, _LineTailer) else None
+        if isinstance(finished, str):
+            if w.report is not None and w.report.reason == finished:
+                return None
+            return not_checked(w.name, "metrics", tailer.fmt, finished)
+        if finished is not None:
+            view, columns = finished
+            return w.judge.settle(tailer.live, extra=w.extra, columns=columns, view=view, tag=tailer.offset)
+        return w.judge.settle(tailer.live, extra=w.extra, columns=tailer.columns())
+
+    def _publish(self, w: _Watched, report: Report) -> None:
+        w.report = report
+        change = verdict_change(report, w.said)
+        if change is not None:
+            w.said, previous = change
+            live = w.tailer.live
+            step = live.last_step()
+            self._emit(verdict_event(report, source="watch", path=w.name, step=step,
+                                     records=live.records, previous=previous),
+                       [f"{w.name}: {line}" if i == 0 else line
+                        for i, line in enumerate(change_lines(report, step, previous))])
+
+    def settle_all(self) -> None:
+        """Every log's published verdict made the whole log's (the watch is ending)."""
+        for w in list(self.logs.values()):
+            report = self._settle(w)
+            if report is not None:
+                self._publish(w, report)
 
     def _confirm(self, w: _Watched) -> None:
         report = w.report
@@ -497,6 +634,16 @@ class Watch:
         if w.fail_since is None:
             w.fail_since = records
         if self.failed is None and (records - w.fail_since >= self.confirm or w.stalled):
+            # The FAIL may be from an evaluation some records old: confirm it on the
+            # whole log as it is now.
+            settled = self._settle(w)
+            if settled is not None:
+                self._publish(w, settled)
+                if settled.verdict is not Verdict.FAIL:
+                    w.fail_since = None
+                    return
+            report = w.report
+            assert report is not None
             self.failed = w
             if self.options.until_fail:
                 why = "the log stalled" if w.stalled and records - w.fail_since < self.confirm else \
@@ -506,9 +653,10 @@ class Watch:
     # --- the loop ---------------------------------------------------------------------
     def outcome(self) -> Outcome:
         reports: list[Report] = [w.report for w in self.logs.values() if w.report is not None]
+        reports.extend(self.refused.values())
         pending = [NotJudged(path=w.name, reason="nothing logged yet") for w in self.logs.values()
                    if w.report is None]
-        if not self.logs:
+        if not self.logs and not self.refused:
             where = str(self.target)
             reports.append(not_checked(where, "folder", "folder",
                                        f"{where}: no training log to watch"))
@@ -516,11 +664,18 @@ class Watch:
 
     def _appeared(self) -> bool:
         """The target is there to be judged: a folder, or a file with its first bytes (a
-        log the trainer has just created is empty until its first write)."""
+        log the trainer has just created is empty until its first write), or anything
+        else (a FIFO, a device: refused at once, never waited for)."""
         try:
-            return self.target.is_dir() or self.target.stat().st_size > 0
+            st = self.target.stat()
         except OSError:
             return False
+        return not stat.S_ISREG(st.st_mode) or st.st_size > 0
+
+    def _nap(self, seconds: float) -> None:
+        """The wait between polls: the one place a Ctrl-C is raised as KeyboardInterrupt
+        (see `_Interrupts`)."""
+        self.interrupts.nap(self.sleep, seconds)
 
     def _wait_for_target(self, start: float, max_seconds: float | None) -> bool:
         """A watch started before the training run: wait for the log (or the run folder)
@@ -532,25 +687,40 @@ class Watch:
             while not self._appeared():
                 if max_seconds is not None and self.clock() - start >= max_seconds:
                     return False
-                self.sleep(self.options.interval)
+                self._nap(self.options.interval)
         except KeyboardInterrupt:
             self._info("stopped (Ctrl-C)")
             return False
         return True
 
+    def _refusal(self) -> Report | None:
+        """Why the target cannot be watched at all, as a NOT-CHECKED report (None: it can)."""
+        if self.target.is_dir():
+            return None
+        irregular = not_regular(self.target)
+        if irregular:
+            return not_checked(str(self.target), "unknown", "unknown", f"{self.target}: {irregular}")
+        d = _detect(self.target)
+        if d.kind != "metrics" or d.format == "mlflow":
+            reason = d.reason or "not a training log this version can read"
+            return not_checked(str(self.target), d.kind, d.format, f"{self.target}: {reason}")
+        return None
+
     def run(self, *, max_seconds: float | None = None) -> Outcome:
         """Wait for the target, then poll until --until-fail is met, Ctrl-C, or
-        `max_seconds` (tests) pass."""
+        `max_seconds` (tests) pass; then settle every log."""
+        with self.interrupts.installed():
+            _stage("handler")
+            return self._run(max_seconds)
+
+    def _run(self, max_seconds: float | None) -> Outcome:
         start = self.clock()
         early = None
         if not self._wait_for_target(start, max_seconds):
             why = "no such file or folder" if not self.target.exists() else "still empty"
             early = not_checked(str(self.target), "unknown", "unknown", f"{self.target}: {why}")
-        elif self.target.is_file():
-            d = _detect(self.target)
-            if d.kind != "metrics" or d.format == "mlflow":
-                reason = d.reason or "not a training log this version can read"
-                early = not_checked(str(self.target), d.kind, d.format, f"{self.target}: {reason}")
+        else:
+            early = self._refusal()
         if early is not None:
             if self.options.json:  # (text mode: the CLI prints the final verdicts)
                 self._emit(verdict_event(early, source="watch", path=str(self.target), step=None,
@@ -560,15 +730,80 @@ class Watch:
             self._info(f"watching {self.target} every {self.options.interval:g} s"
                        + (" until a FAIL" if self.options.until_fail else "") + " (Ctrl-C to stop)")
             while True:
+                _stage("poll")
                 self.poll_once()
+                if self.interrupts.requested:
+                    raise KeyboardInterrupt
                 if self.options.until_fail and self.failed is not None:
                     break
                 if max_seconds is not None and self.clock() - start >= max_seconds:
                     break
-                self.sleep(self.options.interval)
+                _stage("nap")
+                self._nap(self.options.interval)
         except KeyboardInterrupt:
             self._info("stopped (Ctrl-C)")
+            try:  # what the writer added last, then every log judged whole
+                _stage("settle")
+                self.poll_once()
+                self.settle_all()
+            except KeyboardInterrupt:
+                self._info("interrupted again: the verdicts below are the last published, "
+                           "not yet over the whole log")
+            return self.outcome()
+        _stage("settle")
+        self.settle_all()
         return self.outcome()
+
+
+class _Interrupts:
+    """The watch's SIGINT handler. A Ctrl-C during a wait (`nap`) raises KeyboardInterrupt
+    there; during a poll it is only noted (`requested`): the loop stops after the poll,
+    whose state (a log half read into its columns) would otherwise be torn. A second
+    Ctrl-C raises wherever it lands: the user wants out now."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._safe = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self._safe or self.requested:
+            self.requested = True
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def nap(self, sleep: Callable[[float], None], seconds: float) -> None:
+        self._safe = True
+        try:
+            if self.requested:  # noted during the poll: this is the first safe point
+                raise KeyboardInterrupt
+            sleep(seconds)
+        finally:
+            self._safe = False
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """This handler for SIGINT while the watch runs (main thread only: elsewhere
+        Python cannot set one), the previous one afterwards. Installed whatever the
+        process inherited: a background job's SIGINT arrives ignored (SIG_IGN)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, self)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+# TRAINPROOF_WATCH_STAGES=1 prints each stage of a watch to stderr the first time it is
+# entered, so tests/test_watch.py can send SIGINT at each one (a debug hook, off by default).
+_STAGES: set[str] | None = set() if os.environ.get("TRAINPROOF_WATCH_STAGES") else None
+
+
+def _stage(name: str) -> None:
+    if _STAGES is not None and name not in _STAGES:
+        _STAGES.add(name)
+        print(f"trainproof-lsp watch: stage {name}", file=sys.stderr, flush=True)
 
 
 def watch(target: Path, config: Config, options: WatchOptions, **kwargs: Any) -> Outcome:
