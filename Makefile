@@ -36,12 +36,12 @@ demo: $(BASE_STAMP)
 # The type check, pytest and the extension's suite all run even when one fails; make
 # fails at the end if any did, naming which.
 test: setup $(if $(filter true,$(CI)),e2e-deps)
-	@status=0; \
-	$(PY) -m mypy || { echo "make test: mypy found type errors (make typecheck; see above)"; status=1; }; \
-	$(PY) -m pytest $(PYTEST_ARGS) || status=$$?; \
+	@status=0; failed=""; \
+	$(PY) -m mypy || { echo "make test: mypy found type errors (make typecheck; see above)"; status=1; failed="$$failed mypy"; }; \
+	$(PY) -m pytest $(PYTEST_ARGS) || { code=$$?; status=$$code; failed="$$failed pytest(exit $$code)"; }; \
 	(cd $(VSCODE) && npm ci --prefer-offline --no-audit --no-fund --loglevel=error \
-	  && TP_PYTHON=$(abspath $(PY)) npm test) || { echo "make test: the extension's tests failed"; status=1; }; \
-	if [ $$status -ne 0 ]; then echo "make test: FAILED (mypy, pytest exit or extension tests; see above)"; fi; \
+	  && TP_PYTHON=$(abspath $(PY)) npm test) || { echo "make test: the extension's tests failed"; status=1; failed="$$failed extension-tests"; }; \
+	if [ $$status -ne 0 ]; then echo "make test: FAILED:$$failed (see above)"; else echo "make test: passed (mypy, pytest, extension tests)"; fi; \
 	exit $$status
 
 # The types: strict on core/, readers/ and rules/ ([tool.mypy] in pyproject.toml); also
