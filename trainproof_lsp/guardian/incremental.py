@@ -51,8 +51,8 @@ After any full evaluation at n0 records the credit is >= -n0 (a scheduled one le
 >= 0, a triggered one borrows at most n0, a forced one is clamped there), and each record
 earns `budget`, so the next scheduled evaluation comes within 2*n0/(budget-1) records.
 Hence, between two calls, the published report covers at least the first
-`covered_floor(n)` = ceil((budget-1)/(budget+1) * n) - 1 of the run's n records (60% with
-the default budget 4), and the whole run while n <= tail_window. `lag_bound` states it and
+ceil((budget-1)/(budget+1) * n) - 1 of the run's n records (60% with the default budget
+4), and the whole run while n <= tail_window. `lag_bound` states it and
 tests/test_guardian_property.py checks it on random schedules.
 
 Settling (when the log is quiet)
