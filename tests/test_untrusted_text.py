@@ -68,7 +68,7 @@ def test_a_run_folder_named_with_newlines_escapes_and_bidi_prints_one_line_per_f
     lines = proc.stdout.splitlines()
     assert [x for x in lines if " FAIL TP-NAN " in x] == [
         f"{name}/metrics.jsonl:4:1: FAIL TP-NAN loss is nan at step 40; 7 of 10 logged losses are not finite (limit 0)"]
-    assert f"== {name}/metrics.jsonl: FAIL — 2 finding(s); 8 check(s) ran, 14 skipped" in lines
+    assert any(x.startswith(f"== {name}/metrics.jsonl: FAIL — 2 finding(s); ") for x in lines), lines
     # JSON keeps the name exact (its own escaping is JSON's).
     data = json.loads(_cli("doctor", ".", "--json", cwd=tmp_path).stdout)
     assert [r["artefact"]["path"] for r in data["reports"]] == [f"{folder.name}/metrics.jsonl"]
