@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import math
 from typing import Iterator, Sequence
 
-from ..core.model import EVAL_LOSS, LOSS, LR, Hit, Level, Run
+from ..core.model import EVAL_LOSS, LOSS, LOSS_EPOCH, LR, Hit, Level, Run
 from ._stats import mann_kendall_z, median, point_noise, window_for
 from ._views import SERIES_WORDS, recent_points, trend_series
 from .base import Context, METRICS, Rule, Skip, fmt
@@ -26,7 +26,11 @@ carry no signal.
 Noisy logs: levels are window medians and the trend is a rank test over window medians,
 so batch noise cannot fire it; when the log carries the train loss per step and per epoch
 it judges the per-epoch series.
-Short logs: it needs `min_points` points; with fewer train points it judges the eval loss
+Short logs: it needs `min_points` points, or fewer (from 7) when the series' own noise lets
+the trend test reach significance in fewer (the report says how many its noise needs);
+a log too short for that whose last `constant_points` or more values are identical (within
+`constant_spread`) and within `constant_uniform` of ln(C) or of ln 2 is dead all the same —
+a loss frozen at a uniform guess. With fewer train points it judges the eval loss
 when that has enough (then it fires when no later eval improves on the first by
 `min_drop` and the later evals are `eval_worse` worse in median); with neither, it is NOT-CHECKED and the report says how many points there were.
 Resumed runs: when the log starts late (first step beyond a few logging intervals) a run
@@ -79,6 +83,15 @@ class Limits:
     # learning from ln(C) falls by tens of percent.
     near_uniform: float = 0.1
     crawl_drop: float = 0.03
+    # A log too short for the trend test (under 7 points) is still judged when its values
+    # are identical at a uniform guess: five points is where the trend test could have
+    # reached z 2 on a noiseless fall (a perfectly ordered series of 5 scores z 2.2), so
+    # five equal values show there was none; identical means within 1e-4 of their level (a
+    # loss logged to four digits); at a uniform guess within 1% of ln(C) or ln 2 (the
+    # binary guess, which a constant loss of 0.6931 is whatever the config says).
+    constant_points: int = 5
+    constant_spread: float = 1e-4
+    constant_uniform: float = 0.01
 
 
 def _levels(values: Sequence[float]) -> tuple[float, float, int, int]:
@@ -126,8 +139,48 @@ def _resumed(steps: Sequence[int], logging_steps: int | None) -> bool:
     return steps[0] > 3 * interval + 1
 
 
+def _constant_at_uniform(run: Run, limits: Limits, ctx: Context) -> Hit | None:
+    """A short train loss whose values are all one number at ln(C) or ln 2, or None."""
+    bounds = [(math.log(ctx.num_classes), f"ln({ctx.num_classes}) (classes from {ctx.num_classes_source})")] \
+        if ctx.num_classes and ctx.num_classes >= 2 else []
+    bounds.append((math.log(2), "ln 2 (a binary guess)"))
+    for name in (LOSS_EPOCH, LOSS):
+        series = run.get(name)
+        if series is None:
+            continue
+        series = series.finite()
+        values = series.values
+        if len(values) < limits.constant_points:
+            continue
+        lo, hi = min(values), max(values)
+        level = median(values)
+        if hi - lo > limits.constant_spread * abs(level):
+            continue
+        for bound, label in bounds:
+            if abs(level / bound - 1) <= limits.constant_uniform:
+                return Hit(
+                    message=(
+                        f"{SERIES_WORDS[name]} is {fmt(level)} at all {len(values)} points (steps {series.steps[0]}-"
+                        f"{series.steps[-1]}; spread {hi - lo:.2g}, limit {limits.constant_spread:g} of the level), "
+                        f"{level / bound - 1:+.2%} from {label} = {fmt(bound)} (limit {limits.constant_uniform:.0%}): "
+                        "a loss frozen at a uniform guess, too short for the trend test but not for this"
+                    ),
+                    evidence={"level": level, "points": len(values), "spread": hi - lo, "uniform_bound": bound,
+                              "series": name},
+                    location=run.location(series.records[-1]),
+                )
+    return None
+
+
 def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
-    loss = trend_series(run, limits.min_points)
+    try:
+        loss = trend_series(run, limits.min_points)
+    except Skip:
+        frozen = _constant_at_uniform(run, limits, ctx)
+        if frozen is None:
+            raise
+        yield frozen
+        return
     what = SERIES_WORDS[loss.name]
     values = loss.values
     start, end, head, w = _levels(values)
