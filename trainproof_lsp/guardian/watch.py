@@ -596,6 +596,8 @@ class Watch:
         if w.error:
             return None
         tailer = w.tailer
+        if w.judge.report is not None and w.judge.judged == (tailer.live.records, w.extra, tailer.offset):
+            return None  # settled over these very bytes, held last line included: no copies again
         finished = tailer.finished() if isinstance(tailer, _LineTailer) else None
         if isinstance(finished, str):
             if w.report is not None and w.report.reason == finished:
