@@ -106,6 +106,12 @@ LOSS_EPOCH = "loss_epoch"
 # Held-out accuracy (a fraction in [0, 1]): near 1/C it corroborates a classifier at chance.
 EVAL_ACCURACY = "eval_accuracy"
 
+# fp16 dynamic loss scaling, as a text log states it (DeepSpeed's overflow lines, Megatron's
+# `loss scale:`): the scale in effect, and each point where the scaler said it could go no
+# lower. Read by rules/loss_scale.py; not mappable from a metric table's columns.
+LOSS_SCALE = "loss_scale"
+LOSS_SCALE_AT_MINIMUM = "loss_scale_at_minimum"
+
 SERIES_NAMES = (LOSS, EVAL_LOSS, LR, GRAD_NORM, STEP_TIME, DATA_TIME, THROUGHPUT, EPOCH, LOSS_EPOCH,
                 EVAL_ACCURACY)
 

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from ..core.model import Level, Run
 from . import chance, compare, dead, degenerate, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
+from . import loss_scale
 from . import checkpoint, entrypoint, env, script, script_best_strategy
 from . import dataset, tokenizer, tokens
 from .base import ANY, METRICS, Context, Family, Rule, Skip
@@ -52,6 +53,7 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     nonfinite.NAN_RULE,
     nonfinite.NAN_GRAD_RULE,
     nonfinite.OVERFLOW_RULE,
+    *loss_scale.RULES,  # rules/loss_scale.py: fp16 loss scale halving to its floor, and at it
     zero.ZERO_LOSS_RULE,
     zero.ZERO_ONSET_RULE,
     zero.ZERO_GRAD_RULE,
