@@ -68,19 +68,19 @@ FORMATS: tuple[Format, ...] = (
     # (most are not training logs), the log is re-judged from disk when it changes.
     Format(kind="metrics", name="coqui-log", suffixes=(".txt", ".log"), watched=True,
            about="Coqui TTS trainer text log (train and EVAL blocks), recognised by its first bytes"),
-    # Training stdout captured to a file: `.out` here (nohup.out, slurm-<job>.out), `.log`
-    # and `.txt` by the Coqui row above (watched there). Read as one when its name is
-    # nohup.out or slurm-*.out or its first bytes hold a line the reader reads
-    # (readers/stdout_log.py), else passed over. Not watched by suffix: `.out` is too
-    # common a suffix to start the editors on or to tail every such file.
-    Format(kind="metrics", name="stdout-log", suffixes=(".out",),
-           about="training stdout captured to a file (`train.log`, `nohup.out`, `slurm-*.out`, `*.log`): "
-                 "HF Trainer `{'loss': …}` dicts (x axis: the dict's ordinal, the Trainer prints no step), "
-                 "Megatron `iteration N/M | lm loss: … | loss scale: … | grad norm: …` and `validation loss at "
-                 "iteration N`, nanoGPT `iter N: loss …, time …ms` / `step N: … val loss …`, DeepSpeed "
-                 "`OVERFLOW! … Attempted loss scale: X, reducing to Y` and `Current loss scale already at minimum`; "
-                 "other lines counted and passed over. Not read: HF `train_runtime` summaries, nanoGPT's train-loss "
-                 "estimate on `step` lines, Megatron's skipped/nan iteration counts"),
+    # Fine-tuning stacks' own logs: told from other metric JSONL / text logs by their first
+    # bytes (their files are matched by the `.jsonl` and `.txt`/`.log` rows above).
+    Format(kind="metrics", name="llamafactory-log",
+           about="LLaMA-Factory `trainer_log.jsonl` (`current_steps` is the step; `loss`, `eval_loss`, "
+                 "`lr`/`learning_rate`, `epoch`, `throughput`); with the folder's `trainer_state.json` "
+                 "it is one run. `all_results.json`/`train_results.json` are the run's summary: passed over"),
+    Format(kind="metrics", name="swift-log",
+           about="ms-swift `logging.jsonl` (`global_step/max_steps` \"N/M\" is the step; `loss`, "
+                 "`eval_loss`, `learning_rate`, `grad_norm`, `train_speed(iter/s)` or `train_speed(s/it)`, "
+                 "`epoch`; `memory(GiB)` not read)"),
+    Format(kind="metrics", name="torchtune-log",
+           about="torchtune DiskLogger text log (`log_<time>.txt`, lines `Step N | loss:… lr:…`; "
+                 "`tokens_per_second_per_gpu` is the throughput, `grad_norm` read; memory not read)"),
     Format(kind="metrics", name="mlflow",
            about="MLflow file-store run folder (`meta.yaml` + `metrics/`, one file per metric)"),
     # --- datasets --------------------------------------------------------------------
@@ -122,7 +122,9 @@ FORMATS: tuple[Format, ...] = (
     Format(kind="config", name="model-config", names=("config.json", "generation_config.json", "adapter_config.json"),
            opened=True, about="model/generation/adapter settings; `vocab_size`/`num_labels` read from `config.json`"),
     Format(kind="resident", name="run-resident",
-           names=("vocab.json", "added_tokens.json", "preprocessor_config.json", "hparams.yaml", "run_meta.json"),
+           names=("vocab.json", "added_tokens.json", "preprocessor_config.json", "hparams.yaml", "run_meta.json",
+                  # HF Trainer's save_metrics: the run's summary, its numbers from the run's log
+                  "all_results.json", "train_results.json", "eval_results.json"),
            about="ordinary residents of a run folder: known by name, never judged"),
 )
 

@@ -26,7 +26,8 @@ from ..readers.envcheck import EnvRequest, collect
 from ..readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
 from ..readers.mlflow import is_mlflow_run, read_mlflow_run
 from ..readers.script import read_script
-from ..readers.stdout_log import read_stdout_log
+from ..readers.stacks import read_llamafactory_log, read_swift_log
+from ..readers.torchtune import read_torchtune_log
 from ..readers.tensorboard import read_event_files, run_folder
 from ..readers.tfevents import EventFileScan
 from ..readers.tokenizer import TOKENIZER_FILES
@@ -48,7 +49,8 @@ from .preflight import judge_dataset, judge_datasets, judge_tokenizer
 # Formats whose records are the file's rows in order, so a step going back is a row
 # written later (event files are merged and sorted by step; MLflow numbers each metric
 # file's lines apart): only these are split into appended runs.
-_ROW_ORDER_FORMATS = frozenset({"hf-trainer-state", "metrics-jsonl", "metrics-json", "metrics-csv"})
+_ROW_ORDER_FORMATS = frozenset({"hf-trainer-state", "metrics-jsonl", "metrics-json", "metrics-csv",
+                                "llamafactory-log", "swift-log", "torchtune-log"})
 
 _READERS: dict[str, Callable[..., Run]] = {
     "hf-trainer-state": read_trainer_state,
@@ -56,7 +58,9 @@ _READERS: dict[str, Callable[..., Run]] = {
     "metrics-json": read_metrics_json_array,
     "metrics-csv": read_metrics_csv,
     "coqui-log": read_coqui_log,
-    "stdout-log": read_stdout_log,
+    "llamafactory-log": read_llamafactory_log,
+    "swift-log": read_swift_log,
+    "torchtune-log": read_torchtune_log,
 }
 
 def _context(run: Run, config: Config) -> Context:
@@ -611,6 +615,31 @@ def _merge_trainer_states(states: list[tuple[Path, Run]]) -> list[Run]:
     return runs
 
 
+def _agree(a: Run, b: Run) -> bool:
+    """Two reads of one run: every loss point at a step both logged has the same value, and
+    they share at least one such step."""
+    la, lb = a.get(LOSS), b.get(LOSS)
+    if la is None or lb is None:
+        return False
+    at = dict(zip(lb.steps, lb.values))
+    shared = [(v, at[s]) for s, v in zip(la.steps, la.values) if s in at]
+    return bool(shared) and all(x == y or (x != x and y != y) for x, y in shared)
+
+
+def _stack_log_joined(states: list[Run], others: list[Run]) -> list[Run]:
+    """LLaMA-Factory's trainer_log.jsonl beside its folder's trainer_state.json: one run's
+    log_history, written twice. Judged once, from the one with more loss points (the log
+    goes on between saves; trainer_state.json on a tie: it holds grad norms too), the
+    other among its sources. Logs that disagree are judged apart."""
+    logs = [r for r in others if r.format == "llamafactory-log"]
+    if len(states) != 1 or len(logs) != 1 or not _agree(states[0], logs[0]):
+        return states + others
+    state, log = states[0], logs[0]
+    primary, other = (log, state) if _loss_points(log) > _loss_points(state) else (state, log)
+    joined = _with_sources(primary, primary.sources + tuple(s for s in other.sources if s not in primary.sources))
+    return [joined, *(r for r in others if r is not log)]
+
+
 def _judge_metric_files(files: list[tuple[Path, Detected]], config: Config, not_judged: list[NotJudged],
                         also: Callable[[Run, Report], Report | None] | None = None) -> list[Report]:
     def judged(run: Run, extra: list[Finding] | None = None) -> list[Report]:
@@ -636,7 +665,7 @@ def _judge_metric_files(files: list[tuple[Path, Detected]], config: Config, not_
                 states.append((path, got))
             else:
                 text_runs.append(got)
-        text_runs = _merge_trainer_states(states) + text_runs
+        text_runs = _stack_log_joined(_merge_trainer_states(states), text_runs)
         event_run: Run | None = None
         extra: list[Finding] = []
         if events:

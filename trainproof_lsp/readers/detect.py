@@ -10,7 +10,8 @@ from ..core.formats import by_name, formats_of, sniff_checkpoint
 from .coqui import looks_like_coqui
 from .metrics import ALIASES, STEP_ALIASES
 from .script import CONFIG_CLASSES
-from .stdout_log import looks_like_stdout_log
+from .stacks import LLAMAFACTORY_STEP_KEY, SWIFT_STEP_KEY
+from .torchtune import looks_like_torchtune
 
 HEAD_BYTES = 64 * 1024
 
@@ -36,10 +37,6 @@ _CSV = by_name("metrics-csv").suffixes
 _JSONL = by_name("metrics-jsonl").suffixes
 _SCRIPT = by_name("python").suffixes
 _COQUI = by_name("coqui-log").suffixes
-_STDOUT_SUFFIXES = by_name("stdout-log").suffixes
-_STDOUT_NAMES = re.compile(r"nohup\.out|slurm-[^/]*\.out")
-_NO_TRAINING_LINES = ("captured output without training-log lines (HF Trainer dicts, Megatron `iteration N/M`, "
-                      "nanoGPT `iter N:`, DeepSpeed OVERFLOW) in its first 64 KiB; not a run")
 
 # Ordinary residents of an HF output_dir that are not logs and need no judgement here.
 # (training_args.bin is a pickle: it is walked like a checkpoint, never unpickled.)
@@ -55,6 +52,9 @@ RESIDENTS = {
     "preprocessor_config.json": "processor settings; not a log",
     "hparams.yaml": "Lightning hyper-parameters; not a log",
     "run_meta.json": "run notes; not a log",
+    "all_results.json": "the Trainer's summary of the run (save_metrics); its log is judged",
+    "train_results.json": "the Trainer's summary of the run (save_metrics); its log is judged",
+    "eval_results.json": "the Trainer's summary of the run (save_metrics); its log is judged",
 }
 _TRAINING_CONFIG = re.compile(rb"\b(?:" + b"|".join(c.encode() for c in CONFIG_CLASSES) + rb")\s*\(")
 
@@ -113,6 +113,10 @@ def detect(path: Path, head: bytes) -> Detected:
     if suffix in _JSONL or (suffix == ".json" and head.lstrip()[:1] == b"["):
         keys = _first_keys(head)
         fmt = "metrics-jsonl" if suffix != ".json" else "metrics-json"
+        if suffix != ".json" and LLAMAFACTORY_STEP_KEY in keys:  # LLaMA-Factory's trainer_log.jsonl
+            return Detected("metrics", "llamafactory-log")
+        if suffix != ".json" and SWIFT_STEP_KEY in keys:  # ms-swift's logging.jsonl
+            return Detected("metrics", "swift-log")
         if keys & _LOSS_KEYS or (keys & set(STEP_ALIASES) and not keys & _DATASET_KEYS):
             return Detected("metrics", fmt)
         if keys & _DATASET_KEYS:
@@ -124,11 +128,6 @@ def detect(path: Path, head: bytes) -> Detected:
         return Detected("other", "json", "JSON without log_history or records; not a log")
     if suffix in _COQUI and looks_like_coqui(head):
         return Detected("metrics", "coqui-log")
-    # nohup.out / slurm-<job>.out are named for what they are: their first log line can come
-    # after 64 KiB of start-up output, so the reader decides (none at all: NOT-CHECKED).
-    if _STDOUT_NAMES.fullmatch(name) or ((suffix in _COQUI or suffix in _STDOUT_SUFFIXES)
-                                         and looks_like_stdout_log(head)):
-        return Detected("metrics", "stdout-log")
-    if suffix == ".log" or suffix in _STDOUT_SUFFIXES:
-        return Detected("other", suffix.lstrip("."), _NO_TRAINING_LINES)
+    if suffix in _COQUI and looks_like_torchtune(head):
+        return Detected("metrics", "torchtune-log")
     return Detected("other", suffix.lstrip(".") or "file", "")

@@ -46,11 +46,15 @@ ALIASES: dict[str, tuple[str, ...]] = {
     GRAD_NORM: ("train/grad_norm", "grad_norm", "gradient_norm", "grad_norm_step", "train/gradient_norm",
                 "grad_norm/total"),
     STEP_TIME: ("step_time", "train/step_time", "time_per_step", "iter_time", "batch_time",
-                "step_time_s", "train/iter_time"),
+                "step_time_s", "train/iter_time",
+                # ms-swift 3+: seconds a step
+                "train_speed(s/it)"),
     DATA_TIME: ("data_time", "train/data_time", "loader_time", "dataloader_time", "data_wait",
                 "data_time_s", "train/loader_time"),
     THROUGHPUT: ("train/samples_per_second", "samples_per_second", "train_samples_per_second",
-                 "tokens_per_second", "train/tokens_per_second", "throughput"),
+                 "tokens_per_second", "train/tokens_per_second", "throughput",
+                 # ms-swift's steps a second; torchtune's recipes' tokens a second
+                 "train_speed(iter/s)", "tokens_per_second_per_gpu"),
     EPOCH: ("train/epoch", "epoch"),
     # The per-epoch view of the train loss beside a per-step one (trend rules judge it).
     # When it is the only train loss it is also LOSS above, and rules see one series.
@@ -59,8 +63,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
                     "val_acc_epoch", "validation_accuracy", "valid_acc"),
 }
 # Step columns, most specific first. Keras logs only `epoch`: it becomes the step.
+# LLaMA-Factory's trainer_log.jsonl counts in `current_steps`; ms-swift's logging.jsonl in
+# `global_step/max_steps` ("30/500": the step before the slash, see step_of).
 STEP_ALIASES: tuple[str, ...] = ("train/global_step", "global_step", "trainer/global_step", "step",
-                                 "_step", "iteration", "iter", "epoch")
+                                 "_step", "iteration", "iter", "current_steps", "global_step/max_steps",
+                                 "epoch")
 # Lightning's LearningRateMonitor names its column after the optimizer: lr-Adam, lr-AdamW/pg1.
 _LR_MONITOR = re.compile(r"^lr-[A-Za-z0-9_]+(/pg\d+)?$")
 
@@ -188,6 +195,19 @@ def no_loss_error(path: str, names: Iterable[str], what: str = "column") -> Read
                      f"or `--column loss={example}`")
 
 
+# ms-swift writes its step as progress, "N/M" (global step / max steps).
+_STEP_OF_TOTAL = re.compile(r"\s*(\d+)\s*/\s*\d+\s*")
+
+
+def step_of(raw: Any) -> int | None:
+    """A step column's value as a step: an integer, or the N of swift's "N/M"."""
+    if isinstance(raw, str):
+        m = _STEP_OF_TOTAL.fullmatch(raw)
+        if m is not None:
+            return int(m.group(1))
+    return to_step(raw)
+
+
 class RowMapping:
     """Rows of named values -> points, for one set of column names: which column is which
     series (`map_columns`), the step column, the split column (long format)."""
@@ -218,7 +238,7 @@ class RowMapping:
                     if any(row.get(c) not in (None, "") for c in chosen.values()):
                         notes.append((record, f"row has metrics but no {step_col}; not used"))
                     continue
-                step = to_step(raw)
+                step = step_of(raw)
                 if step is None:
                     notes.append((record, f"{step_col} is {raw!r}, not an integer step; not used"))
                     continue
