@@ -81,6 +81,19 @@ FORMATS: tuple[Format, ...] = (
     Format(kind="metrics", name="torchtune-log",
            about="torchtune DiskLogger text log (`log_<time>.txt`, lines `Step N | loss:… lr:…`; "
                  "`tokens_per_second_per_gpu` is the throughput, `grad_norm` read; memory not read)"),
+    # Training stdout captured to a file: `.out` here (nohup.out, slurm-<job>.out), `.log`
+    # and `.txt` by the Coqui row above (watched there). Read as one when its name is
+    # nohup.out or slurm-*.out or its first bytes hold a line the reader reads
+    # (readers/stdout_log.py), else passed over. Not watched by suffix: `.out` is too
+    # common a suffix to start the editors on or to tail every such file.
+    Format(kind="metrics", name="stdout-log", suffixes=(".out",),
+           about="training stdout captured to a file (`train.log`, `nohup.out`, `slurm-*.out`, `*.log`): "
+                 "HF Trainer `{'loss': …}` dicts (x axis: the dict's ordinal, the Trainer prints no step), "
+                 "Megatron `iteration N/M | lm loss: … | loss scale: … | grad norm: …` and `validation loss at "
+                 "iteration N`, nanoGPT `iter N: loss …, time …ms` / `step N: … val loss …`, DeepSpeed "
+                 "`OVERFLOW! … Attempted loss scale: X, reducing to Y` and `Current loss scale already at minimum`; "
+                 "other lines counted and passed over. Not read: HF `train_runtime` summaries, nanoGPT's train-loss "
+                 "estimate on `step` lines, Megatron's skipped/nan iteration counts"),
     Format(kind="metrics", name="mlflow",
            about="MLflow file-store run folder (`meta.yaml` + `metrics/`, one file per metric)"),
     # --- datasets --------------------------------------------------------------------

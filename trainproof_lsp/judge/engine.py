@@ -26,6 +26,7 @@ from ..readers.envcheck import EnvRequest, collect
 from ..readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
 from ..readers.mlflow import is_mlflow_run, read_mlflow_run
 from ..readers.script import read_script
+from ..readers.stdout_log import read_stdout_log
 from ..readers.stacks import read_llamafactory_log, read_swift_log
 from ..readers.torchtune import read_torchtune_log
 from ..readers.tensorboard import read_event_files, run_folder
@@ -58,6 +59,7 @@ _READERS: dict[str, Callable[..., Run]] = {
     "metrics-json": read_metrics_json_array,
     "metrics-csv": read_metrics_csv,
     "coqui-log": read_coqui_log,
+    "stdout-log": read_stdout_log,
     "llamafactory-log": read_llamafactory_log,
     "swift-log": read_swift_log,
     "torchtune-log": read_torchtune_log,

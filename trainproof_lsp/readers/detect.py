@@ -10,6 +10,7 @@ from ..core.formats import by_name, formats_of, sniff_checkpoint
 from .coqui import looks_like_coqui
 from .metrics import ALIASES, STEP_ALIASES
 from .script import CONFIG_CLASSES
+from .stdout_log import looks_like_stdout_log
 from .stacks import LLAMAFACTORY_STEP_KEY, SWIFT_STEP_KEY
 from .torchtune import looks_like_torchtune
 
@@ -37,6 +38,10 @@ _CSV = by_name("metrics-csv").suffixes
 _JSONL = by_name("metrics-jsonl").suffixes
 _SCRIPT = by_name("python").suffixes
 _COQUI = by_name("coqui-log").suffixes
+_STDOUT_SUFFIXES = by_name("stdout-log").suffixes
+_STDOUT_NAMES = re.compile(r"nohup\.out|slurm-[^/]*\.out")
+_NO_TRAINING_LINES = ("captured output without training-log lines (HF Trainer dicts, Megatron `iteration N/M`, "
+                      "nanoGPT `iter N:`, DeepSpeed OVERFLOW) in its first 64 KiB; not a run")
 
 # Ordinary residents of an HF output_dir that are not logs and need no judgement here.
 # (training_args.bin is a pickle: it is walked like a checkpoint, never unpickled.)
@@ -130,4 +135,11 @@ def detect(path: Path, head: bytes) -> Detected:
         return Detected("metrics", "coqui-log")
     if suffix in _COQUI and looks_like_torchtune(head):
         return Detected("metrics", "torchtune-log")
+    # nohup.out / slurm-<job>.out are named for what they are: their first log line can come
+    # after 64 KiB of start-up output, so the reader decides (none at all: NOT-CHECKED).
+    if _STDOUT_NAMES.fullmatch(name) or ((suffix in _COQUI or suffix in _STDOUT_SUFFIXES)
+                                         and looks_like_stdout_log(head)):
+        return Detected("metrics", "stdout-log")
+    if suffix == ".log" or suffix in _STDOUT_SUFFIXES:
+        return Detected("other", suffix.lstrip("."), _NO_TRAINING_LINES)
     return Detected("other", suffix.lstrip(".") or "file", "")
