@@ -185,8 +185,13 @@ def test_lightning_stop_on_fail_stops_a_diverging_fit(tmp_path):
     assert callback.stop is not None, "an SGD step of 0.6 on this net must diverge"
     assert trainer.global_step < max_steps // 2, trainer.global_step
     events = read_stream(folder / STREAM_NAME)
-    assert events[-1]["event"] == "stop" and events[-1]["source"] == "lightning"
-    assert events[-1]["rule_ids"][0] in events[-1]["reason"]
+    (stop,) = [e for e in events if e["event"] == "stop"]
+    assert stop["source"] == "lightning" and stop["rule_ids"][0] in stop["reason"]
+    # After the stop only the settled verdict at the fit's end may follow (the records
+    # Lightning logged while ending the step): still a FAIL.
+    after = events[events.index(stop) + 1:]
+    assert all(e["event"] == "verdict" for e in after)
+    assert current_verdict(events)["verdict"] == "FAIL"
 
 
 def test_lightning_healthy_fit_is_not_stopped(tmp_path):
