@@ -59,8 +59,9 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_every_positional_and_option_of_every_subcommand_has_help():
-    missing = [f"{name} {action.dest}" for name, parser in _subparsers().items() for action in parser._actions
-               if not action.help and action.help != argparse.SUPPRESS]
+    parsers = {"trainproof-lsp": cli.build_parser(), **_subparsers()}
+    missing = [f"{name} {action.dest}" for name, parser in parsers.items() for action in parser._actions
+               if not action.help]
     assert missing == []
 
 

@@ -476,7 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A deterministic linter for ML training runs. Exit: 0 pass/warn, 1 fail, 2 not checked.",
     )
     parser.add_argument("--version", action="version", version=f"{TOOL_NAME} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                help="what to do; `trainproof-lsp COMMAND --help` for its options")
     for command in COMMANDS.values():
         command.parser(sub)
     return parser
