@@ -439,7 +439,10 @@ def test_grad_spike_points_at_the_largest_and_relates_the_others(tmp_path):
     grads = [1.0] * 20
     grads[7] = 50.0  # step 80
     grads[15] = 20.0  # step 160
-    rows = rows_of(falling(20), grad_norm=grads)
+    loss = falling(20)
+    loss[7] *= 1.3  # the loss notices both batches: a peak it does not notice is no spike
+    loss[15] *= 1.3
+    rows = rows_of(loss, grad_norm=grads)
     path, report = judge_rows(tmp_path, rows)
     f = only(report, "TP-GRAD-SPIKE")
     assert f.level is Level.WARN
@@ -447,7 +450,7 @@ def test_grad_spike_points_at_the_largest_and_relates_the_others(tmp_path):
     # The start-up phase would last until the loss level has made half its fall (step 60),
     # but is capped at the first 10% of the 20 logged norms: it ends at step 30.
     assert f.evidence == {"max_grad_norm": 50.0, "median": 1.0, "ratio": 50.0, "step": 80, "spikes": 2,
-                          "startup_end_step": 30}
+                          "startup_end_step": 30, "quiet_peaks": 0}
     (rel,) = f.related
     assert start_line(rel) == line_of(path, step_row(rows, 160))
     assert rel.message == "gradient norm 20 at step 160"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..core.model import EVAL_LOSS, LOSS, LOSS_EPOCH, Run, Series
+from ..core.model import EPOCH, EVAL_LOSS, LOSS, LOSS_EPOCH, Run, Series
 from ._stats import median, point_noise
 from .base import Skip
 
@@ -148,3 +148,36 @@ def recent_points(n: int, most: int, fraction: float) -> int:
     """How many trailing points of an n-point series are 'the last few': `most`, or
     `fraction` of a shorter log, and at least 3 (a window median)."""
     return min(most, max(3, math.ceil(fraction * n)))
+
+
+def view_words(run: Run, series: Series) -> str:
+    """Which view of the run a series is, for messages: 'train loss per step', 'train loss
+    per epoch', 'eval loss'. A train loss is per epoch when it is the per-epoch column, or
+    when the log's epoch counter advances by exactly one at each of its points; per step when
+    the log carries a separate per-epoch view or a fractional epoch counter; else the log
+    does not say (a Keras log's only step column is its epoch, read as the step)."""
+    if series.name == LOSS_EPOCH:
+        return "train loss per epoch"
+    if series.name == EVAL_LOSS:
+        return "eval loss"
+    if series.name != LOSS:
+        return f"{series.name.replace('_', ' ')} per logged step"
+    if run.get(LOSS_EPOCH) is not None:
+        return "train loss per step"
+    epoch = run.get(EPOCH)
+    if epoch is None:
+        return "train loss per logged point"
+    at = dict(zip(epoch.steps, epoch.values))
+    seen = [at.get(s) for s in series.steps]
+    if all(e is not None and float(e).is_integer() for e in seen) and all(
+            b - a == 1 for a, b in zip(seen, seen[1:]) if a is not None and b is not None):
+        return "train loss per epoch"
+    return "train loss per step"
+
+
+def judged_on(run: Run, series: Series, first: int = 0, last: int | None = None, window: str = "") -> str:
+    """'judged on the train loss per step, points 1-200 (steps 10-2000); levels: medians of 20'."""
+    last = len(series) - 1 if last is None else last
+    text = (f"judged on the {view_words(run, series)}, points {first + 1}-{last + 1} of {len(series)} "
+            f"(steps {series.steps[first]}-{series.steps[last]})")
+    return f"{text}; {window}" if window else text

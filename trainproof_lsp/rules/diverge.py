@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..core.model import EVAL_LOSS, LOSS, Hit, Level, Related, Run
 from ._stats import median, rolling_levels, window_for
-from ._views import SERIES_WORDS, recent_points, trend_series
+from ._views import SERIES_WORDS, judged_on, recent_points, trend_series
 from .base import Context, METRICS, Rule, Skip, fmt, times
 
 DOC = """Loss ends well above its best level and stays there.
@@ -109,7 +109,8 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     yield Hit(
         message=(
             f"{what} level {fmt(end)} at the end (step {loss.steps[end_idx]}) is {times(ratio)} its best "
-            f"level {fmt(best)} (around step {loss.steps[best_point]}); limit {limits.max_ratio}x"
+            f"level {fmt(best)} (around step {loss.steps[best_point]}); limit {limits.max_ratio}x; "
+            + judged_on(run, loss, window=f"levels: rolling medians of {w} points, the end level the last {w}")
         ),
         evidence=evidence,
         location=run.location(loss.records[end_idx]),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..core.model import LOSS, Hit, Level, Run
+from ._views import judged_on
 from .base import Context, METRICS, Rule, Skip, fmt, need
 
 DOC = """The loss is the same number at every logged step.
@@ -41,7 +42,8 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
         yield Hit(
             message=(
                 f"loss stays at {fmt(mean)} over {len(values)} points (steps {loss.steps[0]}-"
-                f"{loss.steps[-1]}): relative spread {spread:.2g} < limit {limits.max_rel_spread:g}"
+                f"{loss.steps[-1]}): relative spread {spread:.2g} < limit {limits.max_rel_spread:g}; "
+                + judged_on(run, loss, window="the spread is over all its points")
             ),
             evidence={"mean": mean, "relative_spread": spread, "points": len(values)},
             location=run.location(loss.records[0]),

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..core.model import LR, Hit, Level, Run
+from ._views import judged_on
 from .base import Context, NoLimits, METRICS, Rule, all_zero, need, whole_series_hit
 
 ZERO_DOC = """The learning rate is zero at every logged step.
@@ -70,7 +71,8 @@ def check_zero_lr_partial(run: Run, limits: PartialLimits, ctx: Context) -> Iter
         yield Hit(
             message=(
                 f"learning rate is 0 at {len(zeros)} of {len(lr)} logged steps ({fraction:.0%}; limit "
-                f"{limits.max_zero_fraction:.0%}), first at step {lr.steps[first]}"
+                f"{limits.max_zero_fraction:.0%}), first at step {lr.steps[first]}; "
+                + judged_on(run, lr, window="a lone zero between non-zero points is a restart boundary, not counted")
             ),
             evidence={"zero_points": len(zeros), "points": len(lr), "fraction": fraction,
                       "first_step": lr.steps[first]},

@@ -9,7 +9,8 @@ from operator import ge, gt, mul
 from typing import Iterator, Sequence
 
 from ..core.model import GRAD_NORM, LOSS, Hit, Level, Related, Run
-from ._stats import median
+from ._stats import median, point_noise
+from ._views import judged_on
 from .base import Context, METRICS, Rule, Skip, fmt, need, times
 
 GRAD_DOC = """Gradient norm spikes far above its median and its recent level.
@@ -18,7 +19,11 @@ What it flags: finite gradient norms more than `max_ratio` times the median grad
 norm of the run and `max_ratio` times the median of the `before` norms just before them,
 after the run's start-up phase; the finding points at the largest and counts the rest. A
 lone spike counts only when it is at least `lone_ratio` times the median: one isolated
-norm that clipping absorbed is not a pattern.
+norm that clipping absorbed is not a pattern. A single-step peak (the norms just before and
+after it below the limit) while the loss does not move — the loss logged from the peak to
+the next norm stays within `quiet_sigmas` of its own point noise above its level before
+(the median of the `quiet_before` losses before it, or the last one when lower) — is not
+counted at all: the batch did not matter.
 Why it matters: spikes this large usually come from a learning rate too high, a bad
 batch, or missing clipping; they often precede divergence.
 Noisy and early logs: gradient norms are large in the first steps of every run — while the
@@ -50,6 +55,14 @@ class GradLimits:
     # slowly falling run is still watched for most of its length.
     fallen: float = 0.5
     max_startup: float = 0.1
+    # A single-step peak (the norms logged just before and after it are below the limit)
+    # while the loss does not move is not a spike: the loss logged from the peak's step to
+    # the next norm stays within 3 of the loss's own point noises (robust sigma, from second
+    # differences) above its level before (the median of the `quiet_before` losses before
+    # it, or the last of them when lower). A batch that
+    # mattered moves the loss; 3 sigmas is where its own noise stops (~0.1% one-sided).
+    quiet_sigmas: float = 3.0
+    quiet_before: int = 5
 
 
 def _startup_end(run: Run, grad_steps: Sequence[int], limits: GradLimits) -> int:
@@ -66,6 +79,27 @@ def _startup_end(run: Run, grad_steps: Sequence[int], limits: GradLimits) -> int
     mark = start - limits.fallen * (start - floor)
     fallen_at = next(steps[i] for i, lv in enumerate(levels) if lv <= mark)
     return max(grad_steps[0], min(fallen_at, cap))
+
+
+def _loss_did_not_move(run: Run, step: int, next_step: int | None, limits: GradLimits) -> bool:
+    """The loss logged from `step` up to `next_step` (or the first one logged at or after
+    `step`) stays within quiet_sigmas point noises of its level before `step`; False when
+    the log has no loss around the step to tell."""
+    loss = run.get(LOSS)
+    if loss is None:
+        return False
+    loss = loss.finite()
+    steps, values = loss.steps, loss.values
+    before = [v for s, v in zip(steps, values) if s < step][-limits.quiet_before:]
+    after = [v for s, v in zip(steps, values) if s >= step and (next_step is None or s < next_step)]
+    if not after:
+        after = [v for s, v in zip(steps, values) if s >= step][:1]
+    if len(before) < 3 or not after:
+        return False
+    # The level before: the median of the last few, or the last one when lower (a falling
+    # loss is below the median of its recent past).
+    level = min(median(before), before[-1])
+    return max(after) - level <= limits.quiet_sigmas * point_noise(values)
 
 
 def check_grad_spike(run: Run, limits: GradLimits, ctx: Context) -> Iterator[Hit]:
@@ -90,6 +124,13 @@ def check_grad_spike(run: Run, limits: GradLimits, ctx: Context) -> Iterator[Hit
             spikes.append(i)
     if not spikes:
         return
+    limit = limits.max_ratio * med
+    quiet = [i for i in spikes
+             if values[i - 1] <= limit and (i + 1 >= len(values) or values[i + 1] <= limit)
+             and _loss_did_not_move(run, grad.steps[i], grad.steps[i + 1] if i + 1 < len(values) else None, limits)]
+    spikes = [i for i in spikes if i not in quiet]
+    if not spikes:
+        return
     top = max(spikes, key=lambda i: values[i])
     ratio = values[top] / med
     if len(spikes) == 1 and ratio < limits.lone_ratio:
@@ -99,9 +140,12 @@ def check_grad_spike(run: Run, limits: GradLimits, ctx: Context) -> Iterator[Hit
             f"gradient norm {fmt(values[top])} at step {grad.steps[top]} is {times(ratio)} the median "
             f"{fmt(med)}; {len(spikes)} point(s) above the limit {limits.max_ratio}x after the start-up "
             f"phase (to step {startup})"
+            + (f"; {len(quiet)} single-step peak(s) the loss did not notice left out" if quiet else "") + "; "
+            + judged_on(run, grad, window=f"each norm also against the median of the {limits.before} before it")
         ),
         evidence={"max_grad_norm": values[top], "median": med, "ratio": ratio,
-                  "step": grad.steps[top], "spikes": len(spikes), "startup_end_step": startup},
+                  "step": grad.steps[top], "spikes": len(spikes), "startup_end_step": startup,
+                  "quiet_peaks": len(quiet)},
         location=run.location(grad.records[top]),
         related=tuple(
             Related(location=run.location(grad.records[i]),
@@ -287,6 +331,8 @@ def _spike_hits(run: Run, limits: LossLimits, want_recovered: bool) -> Iterator[
             f"loss jumps to {fmt(loss.values[i])} at step {loss.steps[i]}, {times(ratio)} the level "
             f"{fmt(before)} before it (limit {limits.spike_ratio}x); {state}"
             + (f"; {len(found)} such spikes" if len(found) > 1 else "")
+            + "; " + judged_on(run, loss, window=f"the level before a jump is the median of the {limits.before} "
+                                                   f"points before it, recovery within {limits.recover_within}")
         ),
         evidence={"step": loss.steps[i], "value": loss.values[i], "level_before": before,
                   "ratio": ratio, "level_after": after, "spikes": len(found), "points_after": points_after},
