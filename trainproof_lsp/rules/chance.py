@@ -7,16 +7,19 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..core.model import EVAL_ACCURACY, LOSS, Hit, Level, Related, Run
-from ._stats import median, rolling_levels, window_for
+from ._stats import MAD_TO_SIGMA, mad, median, rolling_levels, window_for
 from ._views import SERIES_WORDS, trend_series
 from .base import Context, METRICS, Rule, Skip, fmt, need
 
 DOC = """The loss stays at ln(C): the model predicts no better than a uniform guess.
 
-What it flags: a cross-entropy loss whose level (rolling median) stays within `tolerance`
-of ln(C) — C the number of labels of a classifier or the vocabulary of a language model —
-from some point to the end of the log, for at least `min_fraction` of the logged points
-(and `min_points` of them): for the whole run, or after the run returned there. C comes
+What it flags: a cross-entropy loss whose level (rolling median) stays in a band around
+ln(C) — at it, above or below — from some point to the end of the log, for at least
+`min_fraction` of the logged points (and `min_points` of them): for the whole run, or after the run returned there. C is the
+number of labels of a classifier or the vocabulary of a language model. The band is the
+larger of `tolerance` of ln(C) and `noise_sigmas` spreads of a rolling median at the run's
+own point noise (1.4826 x MAD of its first differences / sqrt 2), so a loss at ln 2 at the
+noise of a small batch stays in it. C comes
 from `--num-classes`/`--vocab-size`, `num_classes`/`vocab_size` in the config, or the
 `config.json` beside the log (`num_labels` or `id2label` for a classifier; a
 `single_label_classification` config that names no labels has transformers' default of 2).
@@ -47,6 +50,11 @@ class Limits:
     # Eval accuracy within 0.05 of 1/C is "at chance" (a collapsed classifier scores the
     # majority-class share, which on a balanced set is 1/C).
     accuracy_margin: float = 0.05
+    # The band widens with the run's own noise: 3 spreads of a window median (the point
+    # noise, 1.4826 x MAD of first differences / sqrt 2, times 1.25 / sqrt(window) for a
+    # median) — a loss at ln 2 at the noise of a batch of 16 has rolling medians that leave
+    # a fixed 3% band by chance; 3 spreads leave it ~0.3% of the time.
+    noise_sigmas: float = 3.0
 
 
 def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
@@ -58,8 +66,11 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     values = loss.values
     n = len(values)
     bound = math.log(ctx.num_classes)
-    lo, hi = bound * (1 - limits.tolerance), bound * (1 + limits.tolerance)
     w = window_for(n, divisor=10, lo=3, hi=20)
+    diffs = [b - a for a, b in zip(values, values[1:])]
+    noise = MAD_TO_SIGMA * mad(diffs) / math.sqrt(2.0)
+    half = max(limits.tolerance * bound, limits.noise_sigmas * 1.25 * noise / math.sqrt(w))
+    lo, hi = bound - half, bound + half
     levels = rolling_levels(values, w, head=False)
     first = len(levels)
     while first > 0 and lo <= levels[first - 1][1] <= hi:
@@ -78,7 +89,7 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     level = median(values[start:])
     evidence: dict[str, float | int | str | bool] = {
         "level": level, "uniform_bound": bound, "ratio": level / bound, "num_classes": ctx.num_classes,
-        "step": loss.steps[start], "last_step": loss.steps[-1], "points": stayed}
+        "step": loss.steps[start], "last_step": loss.steps[-1], "points": stayed, "band": half}
     if loss.name != LOSS:
         evidence["series"] = loss.name
     related: tuple[Related, ...] = ()
@@ -96,9 +107,10 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     whole = "for the whole log" if start == 0 else f"from step {loss.steps[start]} to the end"
     yield Hit(
         message=(
-            f"{what} stays at {fmt(level)}, within {limits.tolerance:.0%} of ln({ctx.num_classes}) = "
+            f"{what} stays at {fmt(level)}, within {half / bound:.1%} of ln({ctx.num_classes}) = "
             f"{fmt(bound)} (a uniform guess), {whole} ({stayed} of {n} points, steps {loss.steps[start]}-"
-            f"{loss.steps[-1]}; classes from {ctx.num_classes_source}){acc_text}"
+            f"{loss.steps[-1]}; classes from {ctx.num_classes_source}; band the larger of {limits.tolerance:.0%} and "
+            f"{limits.noise_sigmas:g} spreads of a {w}-point median at the point noise {fmt(noise)}){acc_text}"
         ),
         evidence=evidence,
         location=run.location(loss.records[start]),
