@@ -349,6 +349,13 @@ def markdown() -> str:
         "is judged as a checkpoint when its first bytes are a torch.save archive, a pickle, a tar archive "
         "or a numpy array (`checkpoint.tar`, `weights`): torch.load and pickle.load do not look at names.",
         "",
+        "**Git LFS pointers**: a file whose bytes are a Git LFS pointer (at most 1 KiB: `version "
+        "https://git-lfs.github.com/spec/v1`, `oid sha256:…`, `size N`), whatever its name, is what a checkout "
+        "without `git lfs pull` leaves in place of the file: one NOT-CHECKED per file from `doctor`, `epoch`, "
+        "`preflight` and the checkpoint reader — \"Git LFS pointer to a 267,832,560-byte "
+        "file, not downloaded: run `git lfs pull`\" — never read as the checkpoint, dataset or log its name "
+        "says. In a run folder a pointer of any name is found by the walk. In CI: docs/ci.md.",
+        "",
         f"**A run folder** (the editor offers *Doctor* on it) holds an entry named {cell(RUN_MARKER_NAMES)}, "
         f"or starting with {cell(RUN_MARKER_PREFIXES)}, or ending with {cell(RUN_MARKER_SUFFIXES)}. "
         "A `checkpoint-<step>/` folder belongs to its parent's run.",

@@ -18,11 +18,12 @@ from ..core.formats import (checkpoint_step, formats_of, is_candidate, is_run_ma
                             sniff_checkpoint, suffixes)
 from ..core.model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                           Related, Report, Run, Segment, Series, Span, Verdict)
-from ..readers.checkpoint import CheckpointError, CheckpointFacts, Problem, read_checkpoint
+from ..readers.checkpoint import CheckpointError, CheckpointFacts, LfsPointerError, Problem, read_checkpoint
 from ..readers.common import open_regular, read_regular
 from ..readers.coqui import read_coqui_log
 from ..readers.detect import HEAD_BYTES, RESIDENTS, Detected, detect
 from ..readers.envcheck import EnvRequest, collect
+from ..readers.lfs import FORMAT as LFS_FORMAT, KIND as LFS_KIND, pointer_size
 from ..readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
 from ..readers.mlflow import is_mlflow_run, read_mlflow_run
 from ..readers.script import read_script
@@ -301,6 +302,8 @@ def judge_file(path: Path, config: Config, *, data: bytes | None = None,
         reason = f"{name}: cannot read ({e.strerror or e})"
         return not_checked(name, "unknown", "unknown", reason)
     detected = detect(path, head)
+    if detected.kind == "lfs-pointer":  # the file is not there: one NOT-CHECKED, whatever its name
+        return not_checked(name, detected.kind, detected.format, f"{name}: {detected.reason}")
     if detected.kind == "checkpoint":
         return judge_checkpoint(path, config, reference=reference)
     if detected.kind == "script":
@@ -420,12 +423,14 @@ def _checkpoint_named(file_name: str) -> bool:
 
 
 def _sniffs_as_checkpoint(path: Path) -> bool:
-    """A file whose first bytes are a torch archive, a pickle, a tar or an .npy array (read
-    only from a regular file: a FIFO never blocks the walk)."""
+    """A file whose first bytes are a torch archive, a pickle, a tar or an .npy array, or a
+    Git LFS pointer standing for such a file, whatever its name (read only from a regular
+    file: a FIFO never blocks the walk)."""
     if not_regular(path):
         return False
     try:
-        return sniff_checkpoint(_head(path)) is not None
+        head = _head(path)
+        return sniff_checkpoint(head) is not None or pointer_size(head) is not None
     except OSError:
         return False
 
@@ -490,6 +495,9 @@ def doctor(paths: Iterable[Path], config: Config, *,
             not_judged.append(NotJudged(path=str(f), reason=f"cannot read ({e.strerror or e})"))
             continue
         detected = detect(f, head)
+        if detected.kind == "lfs-pointer":  # not downloaded: one NOT-CHECKED for the file, never read as its name says
+            reports.append(not_checked(str(f), detected.kind, detected.format, f"{f}: {detected.reason}"))
+            continue
         if detected.kind == "resident":
             passed_over.append(NotJudged(path=str(f), reason=detected.reason))
             continue
@@ -745,6 +753,8 @@ def judge_checkpoint(path: Path, config: Config, *, reference: CheckpointFacts |
     name = str(path)
     try:
         facts = read_checkpoint(path, caps=config.caps)
+    except LfsPointerError as e:  # not downloaded: reported as doctor reports any pointer
+        return not_checked(name, LFS_KIND, LFS_FORMAT, str(e))
     except CheckpointError as e:
         return not_checked(name, "checkpoint", "unknown", str(e))
     except ReadError as e:

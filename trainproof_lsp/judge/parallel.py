@@ -34,6 +34,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from ..core.caps import not_regular
 from ..core.model import Outcome, ReadError, Report
 from ..readers.common import open_regular
+from ..readers import lfs
 from ..readers.dataset import DatasetScan, Duplicate, LineProblem, scan_dataset
 from .cross_files import across_of_group
 
@@ -160,6 +161,7 @@ class PartFailed:
 
     reason: str
     error: ReadError | None = None
+    lfs_pointer: bool = False  # the file is a Git LFS pointer: reported as one, as preflight's _scan does
 
 
 def scan_part(path: str, start: int, end: int, max_row_bytes: int, whole: bool) -> DatasetScan | PartFailed:
@@ -425,6 +427,8 @@ class Progress:
 def _failed(name: str, failure: PartFailed) -> Report:
     from .engine import not_checked  # start-up: spawned workers import this module and need only the reader
 
+    if failure.lfs_pointer:
+        return not_checked(name, lfs.KIND, lfs.FORMAT, failure.reason)
     return not_checked(name, "dataset", "dataset", failure.reason, failure.error)
 
 
@@ -468,9 +472,13 @@ def scan_files(paths: Sequence[str], config: Config, *, jobs: int, part_bytes: i
             sizes.append(PartFailed(reason=f"{p}: {irregular}"))
             continue
         try:
-            sizes.append(file_size(p))
+            size = file_size(p)
         except OSError as e:
             sizes.append(PartFailed(reason=f"{p}: cannot read ({e.strerror or e})"))
+            continue
+        # A Git LFS pointer in the dataset's place: not downloaded, not judged (as preflight's _scan).
+        pointer = lfs.pointer_at(p) if size <= lfs.MAX_POINTER_BYTES and "://" not in p else None
+        sizes.append(PartFailed(reason=f"{p}: {pointer}", lfs_pointer=True) if pointer is not None else size)
     total = sum(n for n in sizes if isinstance(n, int))
     # Workers only for enough work (or when the caller sets the range size); without
     # them every file is one range, scanned as one pass would.

@@ -25,6 +25,7 @@ from ..core.caps import not_regular
 from ..core.config import Config
 from ..core.model import Artefact, Check, Finding, Outcome, ReadError, Report, Span
 from ..readers.dataset import DatasetScan, scan_dataset
+from ..readers import lfs as lfs_pointer
 from ..readers import chat_template as ct
 from ..readers.tokenizer import read_tokenizer_dir
 from ..rules.dataset import (ACROSS_FILES, DATASET_RULES, EVAL_RULES, OVERLAP_SKIP, STANDS_DOWN, DatasetContext,
@@ -196,6 +197,9 @@ def _scan(path: Path, data: bytes | None = None, config: Config | None = None) -
     irregular = not_regular(path) if data is None else None
     if irregular:  # a FIFO would block the open, /dev/zero never ends
         return not_checked(name, "dataset", "dataset", f"{name}: {irregular}")
+    lfs = lfs_pointer.pointer_at(path, data)  # not downloaded: its three text lines are no dataset to judge
+    if lfs is not None:
+        return not_checked(name, lfs_pointer.KIND, lfs_pointer.FORMAT, f"{name}: {lfs}")
     try:
         return scan_dataset(path, data, max_row_bytes=(config or Config()).caps.max_row_mb * 2**20)
     except ReadError as e:

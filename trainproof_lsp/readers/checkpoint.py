@@ -53,6 +53,7 @@ from ..core.formats import NPY_MAGIC, tar_checksum_ok
 from ..core.model import Span
 from ..core.positions import ByteIndex
 from . import pickle_walk as pw
+from .lfs import MAX_POINTER_BYTES, pointer_reason, pointer_size
 
 # torch.serialization's MAGIC_NUMBER: the first pickle of a legacy torch.save file.
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
@@ -188,6 +189,10 @@ class CheckpointError(Exception):
     """The file cannot be opened at all (permissions, a folder...). One line."""
 
 
+class LfsPointerError(CheckpointError):
+    """The file is a Git LFS pointer: the checkpoint was not downloaded. One line."""
+
+
 # A checkpoint with a payload names one or two unsafe globals; a hostile pickle may name
 # millions. The first this many are findings, the rest one count.
 _MAX_UNSAFE_LISTED = 100
@@ -222,6 +227,11 @@ def read_checkpoint(path: Path, *, scan: bool = True, caps: Caps = DEFAULT_CAPS)
     except OSError as e:
         raise CheckpointError(f"{name}: cannot read ({e.strerror or e})") from None
     try:
+        # A Git LFS pointer in the checkpoint's place: not downloaded, so not judged (its
+        # text would read as a safetensors header length or as no pickle at all).
+        lfs = pointer_size(mm[:size]) if size <= MAX_POINTER_BYTES else None
+        if lfs is not None:
+            raise LfsPointerError(f"{name}: {pointer_reason(lfs)}")
         facts = _read_mapped(path, mm, size, scan, caps)
     finally:
         try:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..core.formats import by_name, formats_of, sniff_checkpoint
 from .coqui import looks_like_coqui
+from .lfs import FORMAT as LFS_FORMAT, KIND as LFS_KIND, pointer_reason, pointer_size
 from .metrics import ALIASES, STEP_ALIASES
 from .script import CONFIG_CLASSES
 from .stdout_log import looks_like_stdout_log
@@ -19,7 +20,7 @@ HEAD_BYTES = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Detected:
-    kind: str  # "metrics" | "dataset" | "tfevents" | "checkpoint" | "script" | "resident" | "other"
+    kind: str  # "metrics" | "dataset" | "tfevents" | "checkpoint" | "script" | "resident" | "lfs-pointer" | "other"
     format: str
     reason: str = ""  # for kinds this version does not judge: why
 
@@ -88,6 +89,9 @@ def detect(path: Path, head: bytes) -> Detected:
     name = path.name
     lower = name.lower()
     suffix = path.suffix.lower()
+    lfs = pointer_size(head)  # a Git LFS pointer, whatever its name: the file is not there
+    if lfs is not None:
+        return Detected(LFS_KIND, LFS_FORMAT, pointer_reason(lfs))
     if _TFEVENTS.matches(name):
         return Detected("metrics", "tfevents")
     if name in RESIDENTS:
