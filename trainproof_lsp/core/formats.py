@@ -13,6 +13,8 @@ a dataset, records of neither) is decided from its first bytes by readers/detect
 
 from __future__ import annotations
 
+import io
+import pickletools
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -221,9 +223,6 @@ def tar_checksum_ok(block: bytes) -> bool:
 
 
 def _decodes_to_stop(head: bytes) -> bool:
-    import io
-    import pickletools
-
     try:
         for op, _, _ in pickletools.genops(io.BytesIO(head)):
             if op.name == "STOP":
