@@ -64,6 +64,8 @@ COVERED = {
     "TP-AT-CHANCE",  # its firing and quiet cases: tests/test_verdicts_real_shapes.py
     # Their firing and quiet cases: tests/test_verdict_classes.py
     "TP-NEGATIVE-LOSS", "TP-LOSS-COLLAPSE", "TP-EVAL-ACC-AT-CHANCE",
+    # Their firing and quiet cases and each side of each limit: tests/test_stdout_logs.py
+    "TP-LOSS-SCALE-COLLAPSE", "TP-LOSS-SCALE-MIN",
 }
 
 
