@@ -133,6 +133,19 @@ def test_a_run_that_falls_from_ln_vocab_is_not_dead(tmp_path):
     none_of(report, "TP-AT-CHANCE")
 
 
+def test_a_crawl_needs_a_stretch_not_a_warm_up(tmp_path):
+    """An untrained model starts at ln(C): its first points near it, barely falling, are a
+    warm-up, not a crawl. 19 points (under crawl_min_points) are not judged a crawl, 20 are."""
+    _classifier_config(tmp_path)
+    rows = [r for r in _shuffled_label_rows() if "loss" in r]
+    _, report = judge_rows(tmp_path, rows[:19])
+    assert [f.id for f in report.findings] == ["TP-AT-CHANCE"]  # the level at ln 2 is judged as such
+    _, report = judge_rows(tmp_path, rows[:20])
+    assert [f.id for f in report.findings] == ["TP-AT-CHANCE", "TP-DEAD-RUN"]
+    f = only(report, "TP-DEAD-RUN")
+    assert f.message.startswith("loss crawls at a uniform guess") and "(20 points;" in f.message
+
+
 def test_negative_cross_entropy_fails_with_the_count(tmp_path):
     _classifier_config(tmp_path, labels=3)
     losses = [1.1 - 0.1 * i for i in range(20)]  # 1.1 ... 0.0 ... -0.8: eight points below 0 (steps 130-200)

@@ -83,6 +83,11 @@ class Limits:
     # learning from ln(C) falls by tens of percent.
     near_uniform: float = 0.1
     crawl_drop: float = 0.03
+    # A crawl is judged over a stretch, never over a run's first points: an untrained model
+    # starts at ln(C) by construction and sits there through a warm-up, so a handful of
+    # points near it says nothing. Twice the trend test's usual 10 points is where a run
+    # that learns has left ln(C) by tens of percent.
+    crawl_min_points: int = 20
     # A log too short for the trend test (under 7 points) is still judged when its values
     # are identical at a uniform guess: five points is where the trend test could have
     # reached z 2 on a noiseless fall (a perfectly ordered series of 5 scores z 2.2), so
@@ -197,7 +202,8 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     windows = (f"levels: start the higher median of the first {head} and first {w} points, end the median "
                f"of the last {w}")
     crawl: float | None = None
-    if ctx.num_classes and ctx.num_classes >= 2 and loss.name != EVAL_LOSS:
+    if (ctx.num_classes and ctx.num_classes >= 2 and loss.name != EVAL_LOSS
+            and len(values) >= limits.crawl_min_points):
         bound = math.log(ctx.num_classes)
         if abs(end / bound - 1) <= limits.near_uniform and drop < limits.crawl_drop:
             crawl = bound
