@@ -83,6 +83,8 @@ class TokenCounting:
                                 tokenizer_name=str(self.tokenizer_dir))
         except OSError as e:
             return NotCounted(reason=f"{scan.path}: cannot read ({e.strerror or e})", asked=True)
+        except ct.TemplateUnusable as e:  # the render went past its bounds: the template's fault, said as such
+            return NotCounted(reason=f"{self.tokenizer_dir}: {e}", asked=True)
         except Exception as e:  # the tokenizer's own code failed: a NOT-CHECKED reason, not a traceback
             return NotCounted(reason=f"{self.tokenizer_dir}: the tokenizer failed while counting "
                                      f"({type(e).__name__}: {' '.join(str(e).split())[:200]})", asked=True)
