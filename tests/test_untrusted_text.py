@@ -110,3 +110,23 @@ def test_the_hover_sparkline_caption_shows_a_metric_key_as_literal_markdown(tmp_
     html = markdown_it.MarkdownIt("commonmark").render(text)
     assert "<img" not in html and "<h1>" not in html
     assert "![x](http://evil.example/p.png)\\n# big\\x1b[2J, steps 10–100" in html
+
+
+def test_watch_prints_a_run_folders_name_escaped(tmp_path):
+    import io
+
+    from trainproof_lsp.guardian.watch import Watch, WatchOptions
+
+    folder = tmp_path / f"run{FORGED}{ESC}{BIDI}"
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_bytes(NAN_LOG.read_bytes())
+    out = io.StringIO()
+    watch = Watch(tmp_path, Config(), WatchOptions(), out=out, err=out)
+    watch.poll_once()
+    text = out.getvalue()
+    _assert_no_raw_control(text)
+    name = ("run\\n::error file=app.py,line=1::forged\\n::add-mask::x\\n##vso[task.setvariable variable=A]1\\n"
+            "\\x1b[2J\\x1b]8;;evil.example\\x07\\u202eexe.txt\\u2066\\u200f\\u061c")
+    lines = text.splitlines()
+    assert lines[0] == f"{printable(str(tmp_path))}/{name}/metrics.jsonl: step 100: FAIL", lines
+    assert lines[1].startswith("  FAIL TP-NAN loss is nan at step 40")

@@ -79,6 +79,7 @@ from ..core.config import Config
 from ..core.formats import checkpoint_step, is_skipped_folder, is_watched_log
 from ..readers.detect import HEAD_BYTES, Detected, detect
 from ..judge.engine import event_file_findings, not_checked, read_run
+from ..core.text import printable
 from ..core.model import Finding, NotJudged, Outcome, ReadError, Report, Span, Verdict
 from ..readers.common import NotRegularFile, open_regular
 from ..readers.metrics import CsvFeed, GrowingRowMapping, JsonlFeed, Rows, map_columns
@@ -508,11 +509,13 @@ class Watch:
         if self.options.json:
             self.out.write(encode(event))
         else:
-            self.out.write("".join(line + "\n" for line in lines))
+            # Paths, metric keys and messages come from the watched folder: a newline in a
+            # folder's name must not start a line a CI runner reads as a command.
+            self.out.write("".join(printable(line) + "\n" for line in lines))
         self.out.flush()
 
     def _info(self, line: str) -> None:
-        print(f"trainproof-lsp watch: {line}", file=self.err if self.options.json else self.out, flush=True)
+        print(f"trainproof-lsp watch: {printable(line)}", file=self.err if self.options.json else self.out, flush=True)
 
     # --- discovery --------------------------------------------------------------------
     def _discover(self) -> None:
