@@ -49,3 +49,15 @@ def test_an_unknown_rule_given_to_ignore_is_refused(capsys):
     assert capsys.readouterr().out.splitlines() == [
         "error: configuration: --ignore: unknown rule(s) TP-NOPE (see `trainproof-lsp rules`)",
         "Nothing judged. Worst: NOT-CHECKED"]
+
+
+def test_the_editor_keeps_the_security_rules_a_workspace_settings_file_turns_off(tmp_path):
+    from trainproof_lsp.server.analysis import load_config
+    from trainproof_lsp.server.settings import Settings
+
+    (tmp_path / "pyproject.toml").write_text(
+        f'[tool.trainproof]\nignore = ["{PICKLE}", "TP-NAN"]\n', encoding="utf-8")
+    config, problems = load_config(tmp_path, Settings())
+    assert config.enabled(BY_ID[PICKLE]) and not config.enabled(BY_ID["TP-NAN"])
+    assert problems == [f"trainproof: {config.source} turns off security rule(s) {PICKLE}; they run anyway "
+                        "(a settings file cannot turn them off)"]

@@ -136,8 +136,9 @@ class Configs:
 def load_config(folder: Path, settings: "Settings") -> tuple["Config", list[str]]:
     """The config for files in `folder` with the editor's settings laid over it, and what
     was wrong with either (a message each). Blocking: runs in a worker thread."""
-    from ..core.config import Config, ConfigError, with_caps, with_columns, with_vocab
+    from ..core.config import Config, ConfigError, keep_security, with_caps, with_columns, with_vocab
     from ..judge.settings import discover, load_file
+    from ..rules import SECURITY_IDS
 
     problems: list[str] = []
     try:
@@ -147,6 +148,13 @@ def load_config(folder: Path, settings: "Settings") -> tuple["Config", list[str]
         config = Config()
     except OSError:
         config = Config()
+    # The opened folder's settings file is the folder's, as in CI: it cannot turn off a
+    # security rule (an `ignore` beside the unsafe checkpoint it adds), and the editor has
+    # no command line to allow it.
+    config, kept = keep_security(config, SECURITY_IDS)
+    if kept:
+        problems.append(f"trainproof: {config.source} turns off security rule(s) {', '.join(kept)}; they run "
+                        "anyway (a settings file cannot turn them off)")
     config = with_vocab(config, settings.vocab_size)
     config = with_caps(config, settings)  # the editor's trainproof.max* caps, when set
     try:
