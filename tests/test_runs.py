@@ -137,7 +137,7 @@ def test_lightning_run_logged_through_csv_and_tensorboard_is_one_healthy_run(tmp
     assert csv_path.is_file() and len(events) == 1
 
     report = only_report(doctor(tmp_path, config=NO_TIMING))
-    assert report["verdict"] == "PASS"
+    assert report["verdict"] == "PASS", [(f["id"], f["message"]) for f in report["findings"]]
     assert set(report["artefact"]["sources"]) == {str(csv_path), str(events[0])}
     # The two readers of the same run agree when judged apart.
     alone_csv = only_report(doctor(csv_path, config=NO_TIMING))

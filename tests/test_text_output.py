@@ -30,7 +30,9 @@ def test_default_output_is_findings_one_verdict_line_per_report_and_counts():
     assert not [x for x in lines if " INFO " in x or "passed over:" in x]
     findings = [x for x in lines if ": FAIL TP-" in x or ": WARN TP-" in x]
     assert "fixtures/hf_runs/lr_hot_diverges/trainer_state.json:292:5: FAIL TP-DIVERGE loss level 91.31 " \
-           "at the end (step 120) is 22.23x its best level 4.107 (around step 3); limit 1.5x" in findings
+           "at the end (step 120) is 22.23x its best level 4.107 (around step 3); limit 1.5x; judged on the train loss " \
+           "per step, points 1-41 of 41 (steps 1-120); levels: rolling medians of 4 points, the end level the " \
+           "last 4" in findings
     assert len(findings) == 16
     assert lines[-2] == "8 report(s): 4 FAIL, 1 WARN, 3 PASS; 6 passed over. Worst: FAIL"
     assert lines[-1] == "142 check(s) ran, 42 skipped (-v lists them and why each was skipped)"

@@ -164,11 +164,24 @@ def test_a_negative_loss_without_classes_is_not_judged(tmp_path):
     assert not ran(report, "TP-NEGATIVE-LOSS")
 
 
-def test_a_loss_collapsing_to_1e_4_of_its_start_warns(tmp_path):
+def _collapsing_rows() -> list[dict[str, Any]]:
     rng = np.random.default_rng(3)
     losses = [9.2 * math.exp(-i / 8) + abs(float(rng.normal(0, 3e-4))) for i in range(200)]
-    rows = [{"step": 10 * (i + 1), "loss": v} for i, v in enumerate(losses)]
-    _, report = judge_rows(tmp_path, rows)
+    return [{"step": 10 * (i + 1), "loss": v} for i, v in enumerate(losses)]
+
+
+def test_a_regression_whose_error_falls_to_zero_is_not_judged_a_collapse(tmp_path):
+    """Without classes the loss may be a squared error, which a regression on clean targets
+    drives to ~0: the rule is skipped and says why."""
+    _, report = judge_rows(tmp_path, _collapsing_rows())
+    none_of(report, "TP-LOSS-COLLAPSE")
+    (check,) = [c for c in report.checks if c.group == "TP-LOSS-COLLAPSE"]
+    assert not check.ran and check.reason.startswith("number of classes unknown: the loss may be a regression's")
+
+
+def test_a_loss_collapsing_to_1e_4_of_its_start_warns(tmp_path):
+    _classifier_config(tmp_path, labels=3)
+    _, report = judge_rows(tmp_path, _collapsing_rows())
     f = only(report, "TP-LOSS-COLLAPSE")
     assert f.level is Level.WARN
     assert f.evidence["ratio"] < 1e-3 and f.evidence["end_level"] < 0.01
@@ -176,6 +189,7 @@ def test_a_loss_collapsing_to_1e_4_of_its_start_warns(tmp_path):
 
 
 def test_a_loss_at_a_real_floor_does_not_collapse(tmp_path):
+    _classifier_config(tmp_path, labels=3)
     losses = [2.0 + 7.2 * math.exp(-i / 8) for i in range(200)]
     _, report = judge_rows(tmp_path, [{"step": 10 * (i + 1), "loss": v} for i, v in enumerate(losses)])
     assert ran(report, "TP-LOSS-COLLAPSE")

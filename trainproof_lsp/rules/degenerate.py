@@ -41,6 +41,8 @@ padding counted as the answer).
 Noisy logs: both levels are window medians, so a single tiny value does not fire it
 (exact zeros are TP-ZERO-LOSS / TP-ZERO-LOSS-ONSET).
 Short logs: it needs the trend checks' points (the per-epoch series when there is one).
+It judges only a cross-entropy: a run whose classes or vocabulary are known (config.json,
+hparams.yaml, `--num-classes`/`--vocab-size`); a regression's error may fall to ~0.
 What it does not mean: always a bug — a toy or synthetic task can be learned perfectly;
 the finding says the numbers so a reader can tell.
 """
@@ -86,6 +88,12 @@ def check_negative(run: Run, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
 
 
 def check_collapse(run: Run, limits: CollapseLimits, ctx: Context) -> Iterator[Hit]:
+    # Only a cross-entropy keeps a floor: a regression's squared error on clean targets
+    # falls to ~1e-4 of its start when it learns (a Lightning MSE fit on a linear target
+    # does), so the rule judges only runs whose classes or vocabulary are known.
+    if not ctx.num_classes or ctx.num_classes < 2:
+        raise Skip("number of classes unknown: the loss may be a regression's, which can fall to ~0 (pass "
+                   "--num-classes or --vocab-size, or keep config.json / hparams.yaml beside the log)")
     loss = trend_series(run, limits.min_points)
     values = loss.values
     w = window_for(len(values), divisor=5, lo=3, hi=20)
