@@ -326,7 +326,7 @@ def test_a_byte_range_is_streamed_in_chunks_never_read_whole(tmp_path, monkeypat
             reads.append(len(block))
             return block
 
-    monkeypatch.setattr(sources, "open", lambda p, mode, buffering: Counted(p, "rb"), raising=False)
+    monkeypatch.setattr(sources, "open_regular", lambda p, buffering=-1: Counted(p, "rb"))
     start = data.index(b"\n", 1000) + 1
     scan = ds.dataset_scan.scan_dataset(path, start=start, end=len(data), block_bytes=4096)
     assert scan.size == len(data) - start and scan.lines == data[start:].count(b"\n")
