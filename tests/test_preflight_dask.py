@@ -117,6 +117,25 @@ def test_unreadable_shards_on_the_cluster_are_reported_as_locally(tmp_path, clus
     assert [r.verdict.value for r in remote.reports] == ["PASS", "NOT-CHECKED", "NOT-CHECKED"]
 
 
+def test_fifos_and_lfs_pointers_on_the_cluster_are_reported_as_locally(tmp_path, cluster):
+    import os
+
+    good = tmp_path / "good.jsonl"
+    good.write_text("\n".join(_row(i) for i in range(30)) + "\n")
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)  # never opened: an open would wait for a writer forever
+    pointer = tmp_path / "lfs.jsonl"
+    pointer.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:" + "ab" * 32 + "\nsize 1234567\n")
+    paths = [good, fifo, pointer]
+    remote = preflight_dask(paths, Config(), address=cluster.scheduler_address, part_bytes=300, first_min=1)
+    local = pre.preflight(paths, Config())
+    assert render.to_json(remote) == render.to_json(local)
+    assert [(r.verdict.value, r.artefact.kind) for r in remote.reports] == [
+        ("PASS", "dataset"), ("NOT-CHECKED", "dataset"), ("NOT-CHECKED", "lfs-pointer")]
+    assert remote.reports[2].reason == (f"{pointer}: Git LFS pointer to a 1,234,567-byte file, not downloaded: "
+                                        "run `git lfs pull`")
+
+
 def test_dask_without_the_extra_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     path = tmp_path / "train.jsonl"
     path.write_text(_row(1) + "\n")

@@ -27,8 +27,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..core.caps import not_regular
 from ..core.config import Config
 from ..core.model import Outcome, Report
+from ..readers import lfs
 from ..readers.dataset import DatasetScan
 from ..rules.dataset import ACROSS_FILES, EarlierCopy
 from .cross_files import earlier_copies
@@ -117,8 +119,19 @@ def find_on_cluster(client: Any, names: Sequence[str], config: Config, *, eval_f
     plans: list[list[tuple[int, int]] | PartFailed] = []
     total = 0
     for name in names:
+        # A FIFO would block the open and /dev/zero never ends: refused as one process
+        # refuses it (parallel.scan_files), with the same words.
+        irregular = not_regular(Path(name)) if "://" not in name else None
+        if irregular:
+            plans.append(PartFailed(reason=f"{name}: {irregular}"))
+            continue
         try:
             size = file_size(name)
+            # A Git LFS pointer in the dataset's place: not downloaded, not judged (as with --jobs).
+            pointer = lfs.pointer_at(name) if size <= lfs.MAX_POINTER_BYTES and "://" not in name else None
+            if pointer is not None:
+                plans.append(PartFailed(reason=f"{name}: {pointer}", lfs_pointer=True))
+                continue
             plans.append(_plan(name, size, threads, part_bytes, first_min))
             total += size
         except OSError as e:
