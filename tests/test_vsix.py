@@ -82,7 +82,7 @@ def test_every_compiled_file_in_the_vsix_is_for_its_target(target):
             platforms = wheel[:-len(".whl")].split("-")[-1].split(".")
             assert all(re.fullmatch(tag_pattern, p) for p in platforms), (target, wheel)
             assert f"-cp{wheel.split('-cp')[1][:3]}" in wheel
-        assert {w.split("-")[0] for w in manifest["wheels"]} == {"msgspec", "xxhash", "google_crc32c"}
+        assert {w.split("-")[0] for w in manifest["wheels"]} == {"msgspec", "xxhash", "google_crc32c", "markupsafe"}
 
         # The installed dist-infos: a universal wheel, or one tagged for the target.
         tags = [line.split(": ", 1)[1] for n in names if n.endswith(".dist-info/WHEEL")
