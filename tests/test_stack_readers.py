@@ -18,45 +18,18 @@ import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from conftest import falling, ids, judge, write_jsonl
+from curves import N, SICK, healthy
+from conftest import ids, judge, write_jsonl
 from trainproof_lsp.core.config import Config
 from trainproof_lsp.core.model import LOSS, LR, STEP_TIME, THROUGHPUT, Verdict
 from trainproof_lsp.judge.compare import compare
 from trainproof_lsp.judge.engine import doctor
 from trainproof_lsp.readers.detect import detect
 
-N = 120  # logged points: enough for every trend rule
-
-
-def healthy(n: int = N) -> list[float]:
-    return falling(n, 2.5, 0.9)
-
-
-def with_nan(n: int = N) -> list[float]:
-    values = healthy(n)
-    values[70] = math.nan
-    return values
-
-
-def diverging(n: int = N) -> list[float]:
-    values = healthy(n)
-    return values[:60] + [values[59] * (1 + 0.08 * i) for i in range(1, n - 59)]
-
-
-def flat(n: int = N) -> list[float]:
-    return [2.0 + 0.0001 * (i % 3) for i in range(n)]
-
-
-# (curve, the rule that must fire, the record index of the point it cites or None)
-SICK: dict[str, tuple[Callable[[], list[float]], str]] = {
-    "nan": (with_nan, "TP-NAN"),
-    "diverging": (diverging, "TP-DIVERGE"),
-    "flat": (flat, "TP-FLAT"),
-}
 
 
 def plain_twin(folder: Path, losses: list[float]) -> Path:

@@ -17,44 +17,17 @@ import io
 import math
 import sys
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
-from conftest import falling, ids, judge, only, write_jsonl
+from curves import N, SICK, healthy
+from conftest import ids, judge, only, write_jsonl
 from trainproof_lsp.core.config import Config
 from trainproof_lsp.core.model import EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, STEP_TIME, Level, Verdict
 from trainproof_lsp.judge.engine import doctor, read_run
 from trainproof_lsp.readers.detect import detect
 
 ROOT = Path(__file__).resolve().parents[1]
-N = 120
-
-
-def healthy(n: int = N) -> list[float]:
-    return falling(n, 2.5, 0.9)
-
-
-def with_nan(n: int = N) -> list[float]:
-    values = healthy(n)
-    values[70] = math.nan
-    return values
-
-
-def diverging(n: int = N) -> list[float]:
-    values = healthy(n)
-    return values[:60] + [values[59] * (1 + 0.08 * i) for i in range(1, n - 59)]
-
-
-def flat(n: int = N) -> list[float]:
-    return [2.0 + 0.0001 * (i % 3) for i in range(n)]
-
-
-SICK: dict[str, tuple[Callable[[], list[float]], str]] = {
-    "nan": (with_nan, "TP-NAN"),
-    "diverging": (diverging, "TP-DIVERGE"),
-    "flat": (flat, "TP-FLAT"),
-}
 
 # What a captured stdout holds besides the log lines: a tqdm bar redrawn with CRs, warnings.
 NOISE = ["Loading checkpoint shards: 100%|##########| 2/2 [00:01<00:00,  1.20it/s]",
