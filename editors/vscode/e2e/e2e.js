@@ -179,12 +179,16 @@ async function untrusted(page) {
   await shot(page, '01-dataset.png');
   await nanLogProblems(page, 'untrusted: ');
   // A server command that runs a child process (doctor) still answers, from outside the folder.
-  const doctorLens = await waitFor('the Run doctor code lens', async () => {
+  // Found and clicked in one try: the lenses are drawn again when the file's diagnostics
+  // arrive, and a lens found before that is detached by the time it is clicked.
+  const doctorLens = await waitFor('the Run doctor code lens, clicked', async () => {
     const handle = await page.evaluateHandle(() => [...document.querySelectorAll('.codelens-decoration a')]
       .find((a) => a.innerText.trim() === 'Run doctor'));
-    return handle.asElement() || undefined;
+    const lens = handle.asElement();
+    if (!lens) return undefined;
+    await lens.click();  // throws on a detached lens: waitFor tries again
+    return lens;
   });
-  if (doctorLens) await doctorLens.click();
   const toast = doctorLens && await waitFor('the doctor result notification', () => page.$$eval(
     '.notifications-toasts .notification-list-item-message', (els) => els.map((e) => e.innerText.trim())
       .find((t) => t.startsWith('trainproof doctor'))));
@@ -270,13 +274,15 @@ async function untrusted(page) {
     //    top of the log: back to line 1 first) and from the command palette.
     await page.click('.monaco-editor .view-lines');
     await press(page, 'Control', 'Home');
-    const showRunLens = await waitFor('the Show run code lens', async () => {
+    const showRunLens = await waitFor('the Show run code lens, clicked', async () => {
       const handle = await page.evaluateHandle(() => [...document.querySelectorAll('.codelens-decoration a')]
         .find((a) => a.innerText.trim() === 'Show run'));
-      return handle.asElement() || undefined;
+      const lens = handle.asElement();
+      if (!lens) return undefined;
+      await lens.click();  // throws on a lens drawn again since it was found: waitFor tries again
+      return lens;
     });
     check('trainer_state.json: a "Show run" code lens', showRunLens);
-    if (showRunLens) await showRunLens.click();
     const report = await waitFor('the run report in a webview', () => runReportFrame(page));
     results.runReport = report ? { title: report.title, charts: report.charts } : null;
     check('Show run (code lens): the run report with its charts in a webview', report,
