@@ -101,3 +101,21 @@ def healthy_rows() -> list[dict[str, Any]]:
          "grad_norm": round(1.0 + 0.05 * ((i * 3) % 4), 4)}
         for i, v in enumerate(falling(30))
     ]
+
+
+@pytest.fixture()
+def cwd(tmp_path: Path) -> Path:
+    """An empty working folder for a command run in a child: nothing of the test's files
+    is importable or found relative to it."""
+    empty = tmp_path / "cwd"
+    empty.mkdir()
+    return empty
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A two-worker Dask cluster on this machine, one per test module (the dask extra)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
+                                  scheduler_port=0) as c:
+        yield c

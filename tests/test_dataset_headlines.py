@@ -214,14 +214,6 @@ def test_jobs_2_gives_the_headlines_of_one_pass(tmp_path):
     _expected_headlines(json.loads(render.to_json(one)))
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
-                                  scheduler_port=0) as c:
-        yield c
-
-
 def test_a_dask_cluster_gives_the_headlines_of_one_pass(tmp_path, cluster):
     from trainproof_lsp.judge.dask_preflight import preflight_dask
 

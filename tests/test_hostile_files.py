@@ -20,13 +20,6 @@ MIB = 1 << 20
 GIB = 1 << 30
 
 
-@pytest.fixture()
-def cwd(tmp_path: Path) -> Path:
-    empty = tmp_path / "cwd"
-    empty.mkdir()
-    return empty
-
-
 def reasons(data: dict) -> str:
     return json.dumps([data.get("not_judged"), [r.get("reason") for r in data["reports"]],
                        [f["message"] for f in findings(data)]])

@@ -64,13 +64,6 @@ def within(fn: Callable[[], Any], timeout: float = SAFETY_S) -> Any:
     return out.get("value")
 
 
-@pytest.fixture()
-def cwd(tmp_path: Path) -> Path:
-    empty = tmp_path / "cwd"
-    empty.mkdir()
-    return empty
-
-
 def _zero(path: Path) -> Path:
     path.symlink_to("/dev/zero")
     return path

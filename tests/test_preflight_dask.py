@@ -27,14 +27,6 @@ def _findings(doc: dict, rule: str) -> list[tuple[str, int, int]]:
             for r in doc["reports"] for f in r["findings"] if f["id"] == rule]
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
-                                  scheduler_port=0) as c:
-        yield c
-
-
 def _three_shards(tmp_path):
     shards = tmp_path / "shards"
     shards.mkdir()
