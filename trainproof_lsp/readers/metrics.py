@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import msgspec
 
+from ..core import objectives as ob
 from ..core.model import (DATA_TIME, EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, STEP_TIME, THROUGHPUT,
                      ReadError, RecordSpans, Run, RunMeta, Span)
 from . import adjacent
@@ -62,6 +63,64 @@ ALIASES: dict[str, tuple[str, ...]] = {
     EVAL_ACCURACY: ("eval/accuracy", "eval_accuracy", "val_acc", "val_accuracy", "val/acc", "val/accuracy",
                     "val_acc_epoch", "validation_accuracy", "valid_acc"),
 }
+
+# Preference and RL series (core/objectives.py), under the names their writers give them,
+# most specific first:
+# - TRL 1.x (DPO/KTO/ORPO/GRPO/RLOO trainers) logs them bare in log_history and a metric
+#   JSONL (`rewards/chosen`, `reward`, `kl`), eval ones with `eval_` (`eval_rewards/margins`);
+# - HF's W&B callback rewrites those to `train/rewards/chosen` and `eval/rewards/margins`;
+# - verl logs `critic/score/mean` (the task reward before any KL penalty), `actor/entropy`,
+#   `actor/kl_loss` (KL from the reference), `actor/pg_clipfrac`, and `response_length/mean`,
+#   `/max`, `/clip_ratio`;
+# - OpenRLHF logs `reward`, `kl`, `response_length`, and for DPO `chosen_reward`/`reject_reward`;
+# - older TRL PPO/RLOO logged `objective/scores`, `objective/kl`, `objective/entropy`,
+#   `policy/clipfrac_avg`; TRL GRPO before 0.17 logged `completion_length` and `clip_ratio`.
+def _trl(name: str, *others: str) -> tuple[str, ...]:
+    """TRL's key, its W&B spelling, then other stacks' names for the same series."""
+    return (f"train/{name}", name, *others)
+
+
+def _trl_eval(name: str) -> tuple[str, ...]:
+    return (f"eval/{name}", f"eval_{name}")
+
+
+OBJECTIVE_ALIASES: dict[str, tuple[str, ...]] = {
+    ob.REWARDS_CHOSEN: _trl(ob.REWARDS_CHOSEN, "chosen_reward", "train/chosen_reward"),
+    ob.REWARDS_REJECTED: _trl(ob.REWARDS_REJECTED, "reject_reward", "rejected_reward", "train/reject_reward"),
+    ob.REWARDS_MARGINS: _trl(ob.REWARDS_MARGINS, "reward_margin", "train/reward_margin"),
+    ob.REWARDS_ACCURACIES: _trl(ob.REWARDS_ACCURACIES),
+    ob.LOGPS_CHOSEN: _trl(ob.LOGPS_CHOSEN),
+    ob.LOGPS_REJECTED: _trl(ob.LOGPS_REJECTED),
+    **{ob.EVAL_PREFIX + s: _trl_eval(s) for s in ob.PREFERENCE_SERIES},
+    ob.REWARD: _trl(ob.REWARD, "critic/score/mean", "objective/scores", "env/reward_mean"),
+    ob.REWARD_STD: _trl(ob.REWARD_STD, "env/reward_std"),
+    ob.FRAC_REWARD_ZERO_STD: _trl(ob.FRAC_REWARD_ZERO_STD),
+    ob.KL: _trl(ob.KL, "actor/kl_loss", "objective/kl"),
+    ob.ENTROPY: _trl(ob.ENTROPY, "actor/entropy", "objective/entropy", "policy/entropy_avg"),
+    ob.COMPLETION_MEAN_LENGTH: _trl(ob.COMPLETION_MEAN_LENGTH, "response_length/mean", "completion_length",
+                                    "train/completion_length", "response_length", "train/response_length"),
+    ob.COMPLETION_MAX_LENGTH: _trl(ob.COMPLETION_MAX_LENGTH, "response_length/max"),
+    ob.COMPLETION_CLIPPED_RATIO: _trl(ob.COMPLETION_CLIPPED_RATIO, "response_length/clip_ratio"),
+    ob.CLIP_RATIO: _trl("clip_ratio/region_mean", "clip_ratio", "train/clip_ratio", "actor/pg_clipfrac",
+                        "policy/clipfrac_avg", "ppo_clip_ratio"),
+    **{ob.EVAL_PREFIX + s: _trl_eval(s) for s in (ob.REWARD, ob.REWARD_STD, ob.FRAC_REWARD_ZERO_STD, ob.KL)},
+}
+assert set(OBJECTIVE_ALIASES) == set(ob.OBJECTIVE_SERIES)
+ALIASES.update(OBJECTIVE_ALIASES)
+# The exact keys (any case) that name an objective series: a trainer_state.json that holds
+# one is read through the mapped path (`names_objective_series`).
+_OBJECTIVE_KEYS = frozenset(a.lower() for names in OBJECTIVE_ALIASES.values() for a in names)
+_QUOTED_KEY = re.compile(rb'"([A-Za-z0-9_/()\-]{1,64})"\s*:')
+
+
+def names_objective_series(head: bytes) -> bool:
+    """Whether the JSON text `head` (the start of a log) has a key that names a preference or
+    RL series: such a trainer_state.json is read by mapping key names, not by the typed fast
+    path over HF's own keys. TRL logs these in every train entry, so the first entries show
+    them."""
+    return any(m.group(1).decode("ascii").lower() in _OBJECTIVE_KEYS for m in _QUOTED_KEY.finditer(head))
+
+
 # Step columns, most specific first. Keras logs only `epoch`: it becomes the step.
 # LLaMA-Factory's trainer_log.jsonl counts in `current_steps`; ms-swift's logging.jsonl in
 # `global_step/max_steps` ("30/500": the step before the slash, see step_of).
