@@ -46,6 +46,7 @@ from ..rules.steps import APPENDED_RULE as APPENDED_RUNS, seams
 from .base import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
 from .coverage import too_short
 from .dataset_pairs import pair_datasets
+from .bundle import judge_bundles
 from .preflight import judge_dataset, judge_datasets, judge_tokenizer
 
 # Formats whose records are the file's rows in order, so a step going back is a row
@@ -517,6 +518,8 @@ def doctor(paths: Iterable[Path], config: Config, *,
     reports.extend(judge_dataset_files(dataset_files, config, roots=[p for p in paths if p.is_dir()]))
     reports.extend(_judge_metric_files(metric_files, config, not_judged, also))
     reports.extend(judge_tokenizer_folders(tokenizer_folders, config, passed_over))
+    # Each output folder's files checked against each other (judge/bundle.py): one report a folder.
+    reports.extend(judge_bundles(files, config))
     if not reports and not not_judged:
         where = ", ".join(str(p) for p in paths) or "."
         reports.append(not_checked(where, "folder", "folder",

@@ -30,6 +30,7 @@ from ..readers import chat_template as ct
 from ..readers.tokenizer import read_tokenizer_dir
 from ..rules.dataset import (ACROSS_FILES, DATASET_RULES, EVAL_RULES, OVERLAP_SKIP, STANDS_DOWN, DatasetContext,
                              EarlierCopy)
+from ..readers.bundle import read_run_settings
 from ..rules.tokenizer import QUIET_SKIPS, TEMPLATE_NO_EOS, TOKENIZER_RULES, TokenizerContext, special_tokens
 from ..readers.dataset import NOT_ALTERNATING as NOT_ALTERNATING_KIND
 from .base import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
@@ -261,7 +262,10 @@ def judge_tokenizer(folder: Path | str, config: Config, *, conversational: bool 
         return not_checked(name, "tokenizer", "tokenizer", str(e), e)
     except OSError as e:
         return not_checked(name, "tokenizer", "tokenizer", f"{name}: cannot read ({e.strerror or e})")
-    findings, checks = run_rules(TOKENIZER_RULES, tok, TokenizerContext(conversational=conversational), config)
+    # The run beside the tokenizer (training_args.bin, scripts) decides TP-TOK-DOUBLE-BOS and
+    # TP-TOK-MAX-LENGTH-UNSET (readers/bundle.py).
+    ctx = TokenizerContext(conversational=conversational, run=read_run_settings(folder))
+    findings, checks = run_rules(TOKENIZER_RULES, tok, ctx, config)
     for c in checks:
         if c.group == TEMPLATE_NO_EOS.id and not c.ran and c.reason not in QUIET_SKIPS:
             # The template is there but its assistant turn could not be judged: say so.

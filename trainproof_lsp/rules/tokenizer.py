@@ -7,11 +7,13 @@ The registry entries are the tuple TOKENIZER_RULES.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Iterator
 
 from ..core.model import Hit, Level, Location, Related, Span
+from ..readers.bundle import RunSettings, end_markers
+from ..readers.bundle import special_tokens as special_tokens  # re-exported: judge/preflight.py uses it
 from ..readers.tokenizer import Sourced, TokenizerFiles
 from .base import Family, NoLimits, Rule, Skip
 
@@ -20,6 +22,9 @@ from .base import Family, NoLimits, Rule, Skip
 class TokenizerContext:
     # True/False when datasets were given with the tokenizer; None when judged alone.
     conversational: bool | None = None
+    # What the folder says about the run that used the tokenizer (readers/bundle.py:
+    # training_args.bin, scripts); None when nothing was read.
+    run: RunSettings | None = None
 
 
 # Every rule here judges one tokenizer folder's files (readers/tokenizer.py).
@@ -150,22 +155,9 @@ encoded with special tokens — `apply_chat_template(tokenize=True)` does not; t
 says so when the flag is set). The template is still wrong for inference then.
 """
 
-_END_MARK = re.compile(r"end|eot|eos|</s>|\|im_end\|", re.IGNORECASE)
 NO_TEMPLATE = "no chat template"
 NOT_CONVERSATIONAL = "the datasets given are not conversational: the chat template is not used"
-
-
-def _end_markers(tok: TokenizerFiles) -> list[str]:
-    markers = {c for _, c, _ in tok.added_tokens if _END_MARK.search(c)}
-    if tok.eos is not None and tok.eos.value:
-        markers.add(tok.eos.value)
-    return sorted(markers)
-
-
-def special_tokens(tok: TokenizerFiles) -> dict[str, str | None]:
-    """The special tokens a chat template sees as variables (as transformers passes them)."""
-    return {"bos_token": tok.bos.value if tok.bos else None, "eos_token": tok.eos.value if tok.eos else None,
-            "pad_token": tok.pad.value if tok.pad else None, "unk_token": tok.unk.value if tok.unk else None}
+_end_markers = end_markers  # readers/bundle.py: the candidate end-of-turn tokens, once
 
 
 def check_template_eos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
@@ -213,51 +205,97 @@ TEMPLATE_NO_EOS = Rule(id="TP-TOK-TEMPLATE-NO-EOS", name="template-no-eos", leve
 # means the template was there but could not be judged: NOT-CHECKED, never a pass.
 QUIET_SKIPS = frozenset({NO_TEMPLATE, NOT_CONVERSATIONAL, "disabled by configuration"})
 
-DOUBLE_BOS_DOC = """The beginning-of-sequence token is added twice.
+DOUBLE_BOS_DOC = """The run encodes rendered chat text again with special tokens: every example starts with two BOS.
 
-What it flags: the chat template writes the BOS (`{{ bos_token }}` or its text) and the
+What it flags: the chat template writes the BOS (`{{ bos_token }}` or its text), the
 tokenizer also adds one when encoding (`add_bos_token: true`, or a tokenizer.json
-post-processor that prepends it).
-Why it matters: `apply_chat_template(tokenize=False)` followed by a normal tokenizer call
-gives every example two BOS tokens — a prefix the model never sees at inference.
-What it does not mean: a problem when you tokenize with `apply_chat_template(tokenize=True)`
-or pass `add_special_tokens=False`; it is a WARN.
+post-processor that prepends it), and a script in the folder (or the run folder of a
+checkpoint-N/) renders with `apply_chat_template(tokenize=False)` and passes text to the
+tokenizer without `add_special_tokens=False`.
+Why it matters: every training example then starts with two BOS tokens — a prefix the
+model never sees at inference, learned on every step.
+What it does not mean: certainty — the script is read statically (with `ast`, never run),
+and which text reaches which call is not followed. Without such a script the pairing is
+TP-TOK-DOUBLE-BOS-IF-REENCODED (INFO): Llama-3, Gemma-3 and DeepSeek ship it.
 """
 
 
-def check_double_bos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
+def _double_bos(tok: TokenizerFiles) -> tuple[Sourced, Sourced, str] | None:
+    """(the template, what adds the BOS, how) when the template writes the BOS the
+    tokenizer also adds."""
     tpl = tok.chat_template
     if tpl is None:
         raise Skip(NO_TEMPLATE)
     bos = tok.bos.value if tok.bos is not None else None
     in_template = "bos_token" in tpl.value or (bool(bos) and bos in tpl.value)
     if not in_template:
-        return
-    adder: Sourced | None = None
+        return None
     if tok.add_bos is not None and tok.add_bos.value is True:
-        adder = tok.add_bos
-    elif tok.post_processor_bos is not None and (bos is None or tok.post_processor_bos.value == bos):
-        adder = tok.post_processor_bos
-    if adder is None:
+        return tpl, tok.add_bos, "add_bos_token is true"
+    if tok.post_processor_bos is not None and (bos is None or tok.post_processor_bos.value == bos):
+        return tpl, tok.post_processor_bos, "tokenizer.json's post-processor prepends it"
+    return None
+
+
+def check_double_bos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
+    pair = _double_bos(tok)
+    run = getattr(ctx, "run", None)
+    encodes = run.encodes_rendered if run is not None else None
+    if pair is None or encodes is None:
         return
-    how = "add_bos_token is true" if adder is tok.add_bos else "tokenizer.json's post-processor prepends it"
-    yield Hit(message=f"the chat template writes the BOS {bos!r} and {how}: encoded templates start with two",
-              evidence={"bos": bos}, location=_at(tpl),
-              related=(Related(location=_at(adder), message="the tokenizer adds BOS here"),))
+    tpl, adder, how = pair
+    bos = tok.bos.value if tok.bos is not None else None
+    script = PurePath(encodes.path).name
+    yield Hit(message=f"the chat template writes the BOS {bos!r}, {how}, and {script} line {encodes.line + 1} "
+                      "encodes rendered text with special tokens: every example starts with two",
+              evidence={"bos": bos, "script_line": encodes.line + 1}, location=_at(tpl),
+              related=(Related(location=_at(adder), message="the tokenizer adds BOS here"),
+                       Related(location=_at(encodes), message=str(encodes.value))))
 
 
 DOUBLE_BOS = Rule(id="TP-TOK-DOUBLE-BOS", name="double-bos", level=Level.WARN, doc=DOUBLE_BOS_DOC,
                   check=check_double_bos, family=TOKENIZER)
 
+DOUBLE_BOS_IF_DOC = """The chat template writes the BOS the tokenizer also adds: text rendered and encoded again would start with two.
+
+What it flags: the chat template writes the BOS (`{{ bos_token }}` or its text) and the
+tokenizer adds one when encoding (`add_bos_token: true`, or a tokenizer.json
+post-processor that prepends it), with no script in the folder showing the run encodes
+rendered text again with special tokens.
+Why it matters: only when `apply_chat_template(tokenize=False)` text goes through a plain
+tokenizer call (special tokens added) does every example start with two BOS tokens.
+`apply_chat_template(tokenize=True)` and `add_special_tokens=False` do not double it.
+What it does not mean: a broken tokenizer — Llama-3, Gemma-3 and DeepSeek ship this
+pairing. It is INFO; TP-TOK-DOUBLE-BOS (WARN) fires when a script shows the re-encoding.
+"""
+
+
+def check_double_bos_if(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
+    pair = _double_bos(tok)
+    run = getattr(ctx, "run", None)
+    if pair is None or (run is not None and run.encodes_rendered is not None):
+        return
+    tpl, adder, how = pair
+    bos = tok.bos.value if tok.bos is not None else None
+    yield Hit(message=f"the chat template writes the BOS {bos!r} and {how}: text rendered with "
+                      "apply_chat_template(tokenize=False) and encoded again with special tokens would start with "
+                      "two (apply_chat_template(tokenize=True) or add_special_tokens=False gives one)",
+              evidence={"bos": bos}, location=_at(tpl),
+              related=(Related(location=_at(adder), message="the tokenizer adds BOS here"),))
+
+
+DOUBLE_BOS_IF = Rule(id="TP-TOK-DOUBLE-BOS-IF-REENCODED", name="double-bos-if-reencoded", level=Level.INFO,
+                     doc=DOUBLE_BOS_IF_DOC, check=check_double_bos_if, family=TOKENIZER)
+
 SENTINEL_DOC = """The tokenizer's model_max_length is the "no limit" sentinel.
 
 What it flags: `model_max_length` at or above `sentinel_at` (transformers writes
-int(1e30) when it does not know the model's context length).
-Why it matters: `truncation=True` then truncates nothing and packing/length code that
-reads `tokenizer.model_max_length` works with 1e30: overlong rows reach the model and
-fail or silently exceed the position embeddings.
-What it does not mean: a broken tokenizer if you always pass `max_length`/
-`max_seq_length` explicitly; it is a WARN.
+int(1e30) when it does not know the model's context length; Llama-3 and Gemma-3 ship it).
+Why it matters: `truncation=True` without `max_length` truncates nothing, and length code
+that reads `tokenizer.model_max_length` works with 1e30.
+What it does not mean: a problem when the run sets its own max length (TRL's
+`max_length`, a script's `max_length=`): it is INFO. TP-TOK-MAX-LENGTH-UNSET (WARN)
+fires when the run's saved arguments show no max length either.
 """
 
 
@@ -268,19 +306,67 @@ class SentinelLimits:
     sentinel_at: float = 1e29
 
 
-def check_sentinel(tok: TokenizerFiles, limits: SentinelLimits, ctx: TokenizerContext) -> Iterator[Hit]:
+def _sentinel(tok: TokenizerFiles, limits: SentinelLimits) -> Sourced | None:
     mml = tok.model_max_length
     if mml is None or isinstance(mml.value, bool) or not isinstance(mml.value, (int, float)):
         raise Skip("no model_max_length in tokenizer_config.json")
-    if mml.value >= limits.sentinel_at:
-        yield Hit(message=f"model_max_length is {mml.value:.3g} (>= {limits.sentinel_at:.0e}): the tokenizer "
-                          "does not know the context length; truncation does nothing",
-                  evidence={"model_max_length": float(mml.value)}, location=_at(mml))
+    return mml if mml.value >= limits.sentinel_at else None
 
 
-MAX_LENGTH_SENTINEL = Rule(id="TP-TOK-MAX-LENGTH-SENTINEL", name="max-length-sentinel", level=Level.WARN,
+def _args_said(run: RunSettings | None) -> str:
+    if run is None or run.args is None:
+        return "no training arguments in the folder say whether the run sets one"
+    if not run.max_length:
+        return f"{run.args.value} in training_args.bin has no max-length field (the script tokenizes)"
+    return f"{run.args.value} in training_args.bin sets " + ", ".join(f"{k}={v!r}" for k, v in run.max_length)
+
+
+def check_sentinel(tok: TokenizerFiles, limits: SentinelLimits, ctx: TokenizerContext) -> Iterator[Hit]:
+    mml = _sentinel(tok, limits)
+    run = getattr(ctx, "run", None)
+    if mml is None or (run is not None and run.max_length_unset):
+        return
+    yield Hit(message=f"model_max_length is {mml.value:.3g} (>= {limits.sentinel_at:.0e}): the tokenizer does not "
+                      f"know the context length, so truncation needs an explicit max_length ({_args_said(run)})",
+              evidence={"model_max_length": float(mml.value)}, location=_at(mml))
+
+
+MAX_LENGTH_SENTINEL = Rule(id="TP-TOK-MAX-LENGTH-SENTINEL", name="max-length-sentinel", level=Level.INFO,
                            doc=SENTINEL_DOC, limits=SentinelLimits, check=check_sentinel,
                            family=TOKENIZER)
+
+UNSET_DOC = """No max length anywhere for the run: the tokenizer's is the 1e30 sentinel and the run's arguments set none.
+
+What it flags: `model_max_length` at or above `sentinel_at` in tokenizer_config.json while
+the run's saved arguments (training_args.bin of the folder, walked without unpickling)
+hold max-length fields (`max_length`, `max_seq_length`) that are all unset.
+Why it matters: nothing truncates: the longest rows reach the model whole and fail with
+out-of-memory or run past the position embeddings, late in a run.
+What it does not mean: a problem when the data is known to be short, or a collator
+truncates by itself.
+"""
+
+
+def check_unset(tok: TokenizerFiles, limits: SentinelLimits, ctx: TokenizerContext) -> Iterator[Hit]:
+    mml = _sentinel(tok, limits)
+    if mml is None:
+        return  # a real context length: nothing to look for in the run
+    run = getattr(ctx, "run", None)
+    if run is None or run.args is None:
+        raise Skip("no training_args.bin in the folder: whether the run sets a max length is not known")
+    if not run.max_length:
+        raise Skip(f"{run.args.value} has no max-length field")
+    if not run.max_length_unset:
+        return
+    fields = ", ".join(f"{k}=None" for k, _ in run.max_length)
+    yield Hit(message=f"model_max_length is {mml.value:.3g} and {run.args.value} sets {fields}: "
+                      "nothing bounds a sequence's length",
+              evidence={"model_max_length": float(mml.value), "fields": len(run.max_length)}, location=_at(mml),
+              related=(Related(location=_at(run.args), message=f"{run.args.value}: {fields}"),))
+
+
+MAX_LENGTH_UNSET = Rule(id="TP-TOK-MAX-LENGTH-UNSET", name="max-length-unset", level=Level.WARN, doc=UNSET_DOC,
+                        limits=SentinelLimits, check=check_unset, family=TOKENIZER)
 
 BEYOND_VOCAB_DOC = """Added tokens have ids beyond the model's vocabulary.
 
@@ -322,6 +408,8 @@ TOKENIZER_RULES: tuple[Rule[TokenizerFiles, TokenizerContext], ...] = (
     NO_CHAT_TEMPLATE,
     TEMPLATE_NO_EOS,
     DOUBLE_BOS,
+    DOUBLE_BOS_IF,
     MAX_LENGTH_SENTINEL,
+    MAX_LENGTH_UNSET,
     ADDED_BEYOND_VOCAB,
 )
