@@ -87,8 +87,10 @@ class Renderer:
     the child is gone. Use as a context manager (or call close()): the child is killed
     at the end, never left behind."""
 
-    def __init__(self, template: str, *, variables: Mapping[str, Any], mode: str = "sandbox") -> None:
-        self._setup = {"template": template, "variables": dict(variables), "mode": mode}
+    def __init__(self, template: str, *, variables: Mapping[str, Any], mode: str = "sandbox",
+                 spans: bool = False) -> None:
+        # spans: each text comes with its {% generation %} spans (render_spans_many; sandbox mode)
+        self._setup = {"template": template, "variables": dict(variables), "mode": mode, "spans": spans}
         self._proc: subprocess.Popen[bytes] | None = None
         self._buf = bytearray()
         self._failed: Exception | None = None
@@ -129,17 +131,24 @@ class Renderer:
                     ) -> list[str | TemplateRejected]:
         """Each (messages, add_generation_prompt) rendered, in order: the text, or the
         TemplateRejected the template raised on it."""
+        return [r if isinstance(r, TemplateRejected) else r[0] for r in self.render_spans_many(items)]
+
+    def render_spans_many(self, items: Iterable[tuple[Sequence[Mapping[str, Any]], bool]]
+                          ) -> list[tuple[str, tuple[tuple[int, int], ...] | None] | TemplateRejected]:
+        """As render_many, each text with the [start, end) character spans of its
+        {% generation %} blocks: () without any, None when not asked for (`spans=False`)
+        or when the markers could not be told from the row's own text."""
         given = [([dict(m) for m in messages], gen) for messages, gen in items]
         if not given:
             return []
         proc = self._started()
         try:
             self._send(proc.stdin, {"renders": [{"messages": m, "add_generation_prompt": g} for m, g in given]})
-            out: list[str | TemplateRejected] = []
+            out: list[tuple[str, tuple[tuple[int, int], ...] | None] | TemplateRejected] = []
             for messages, _ in given:
                 answer = self._answer(MAX_WALL_SECONDS, _reply_cap(messages))
                 if "text" in answer:
-                    out.append(str(answer["text"]))
+                    out.append((str(answer["text"]), _spans(answer.get("spans"))))
                 elif "rejected" in answer:
                     out.append(TemplateRejected(str(answer["rejected"])))
                 else:
@@ -268,6 +277,18 @@ class Renderer:
             return (f"the chat template render process was killed by {name} (limits: "
                     f"{MAX_CPU_SECONDS} s CPU, {MAX_MEMORY_MIB} MiB memory)")
         return f"the chat template render process ended (exit {code})"
+
+
+def _spans(value: Any) -> tuple[tuple[int, int], ...] | None:
+    """The child's [[start, end], ...] as a tuple; None when absent or not that shape."""
+    if not isinstance(value, list):
+        return None
+    out = []
+    for pair in value:
+        if not (isinstance(pair, list) and len(pair) == 2 and all(type(v) is int for v in pair)):
+            return None
+        out.append((pair[0], pair[1]))
+    return tuple(out)
 
 
 def render(template: str, messages: Sequence[Mapping[str, Any]], *, special: Mapping[str, str | None],

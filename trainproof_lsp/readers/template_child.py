@@ -15,11 +15,13 @@ which first lowers its own limits (RLIMIT_AS, a per-render RLIMIT_CPU, no core f
 file writes), then speaks JSON, one object a line, over stdin/stdout:
 
     parent -> child   {"template": "...", "variables": {"bos_token": "<s>", ...},
-                       "mode": "sandbox" | "transformers"}
+                       "mode": "sandbox" | "transformers", "spans": false}
     child  -> parent  {"ok": true} | {"unusable": "why"} | {"unavailable": "why"}
     parent -> child   {"renders": [{"messages": [...], "add_generation_prompt": false}, ...]}
     child  -> parent  one line per render, in order:
                       {"text": "..."} | {"rejected": "the template's words"} | {"unusable": "why"}
+                      (with "spans": true, in the sandbox: {"text": "...", "spans": [[start, end], ...]}
+                      — the {% generation %} blocks' characters — or "spans": null when unknown)
 
 A render past RLIMIT_CPU ends the process (SIGXCPU), one past RLIMIT_AS raises
 MemoryError here; the parent also kills a child that does not answer within a wall-clock
@@ -115,6 +117,46 @@ class _Bounds:
 
     value_chars = MAX_OUTPUT_CHARS
     work_left = MAX_WORK_CHARS
+    mark_generation = False  # setup "spans": generation blocks are written between markers
+    generation_blocks = 0  # blocks marked in the render running now
+
+
+# Written around each {% generation %} body when the caller asks for the spans (setup
+# "spans": true), then taken out: private-use characters no template or row writes by
+# chance. A row that writes them itself makes more markers than blocks: no spans then.
+GENERATION_OPEN = "\ue000tp-generation-open\ue000"
+GENERATION_CLOSE = "\ue000tp-generation-close\ue000"
+
+
+def generation_spans(text: str, blocks: int) -> tuple[str, list[list[int]] | None]:
+    """The text without the markers, and the [start, end) character span of each
+    generation block in it (None when the markers do not pair up with the blocks)."""
+    if GENERATION_OPEN not in text:
+        return text, ([] if blocks == 0 else None)
+    out: list[str] = []
+    spans: list[list[int]] = []
+    at = size = 0
+    while True:
+        start = text.find(GENERATION_OPEN, at)
+        if start < 0:
+            out.append(text[at:])
+            break
+        end = text.find(GENERATION_CLOSE, start)
+        if end < 0:
+            return text.replace(GENERATION_OPEN, "").replace(GENERATION_CLOSE, ""), None
+        out.append(text[at:start])
+        size += start - at
+        body = text[start + len(GENERATION_OPEN):end]
+        if GENERATION_OPEN in body:  # nested or forged
+            return text.replace(GENERATION_OPEN, "").replace(GENERATION_CLOSE, ""), None
+        spans.append([size, size + len(body)])
+        out.append(body)
+        size += len(body)
+        at = end + len(GENERATION_CLOSE)
+    clean = "".join(out)
+    if len(spans) != blocks or GENERATION_CLOSE in clean:
+        return clean.replace(GENERATION_CLOSE, ""), None
+    return clean, spans
 
 
 _bounds = _Bounds()
@@ -200,13 +242,24 @@ def _environment() -> Any:
 
     class Generation(Extension):
         """`{% generation %}...{% endgeneration %}` (transformers marks the assistant's
-        trained tokens with it): rendered as its body."""
+        trained tokens with it): rendered as its body; between GENERATION_OPEN and
+        GENERATION_CLOSE when the caller asked for the spans (the token map)."""
 
         tags = {"generation"}
 
         def parse(self, parser: Any) -> Any:
-            next(parser.stream)
-            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            from jinja2 import nodes
+
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.CallBlock(self.call_method("_mark", []), [], [], body).set_lineno(lineno)
+
+        def _mark(self, caller: Any) -> str:
+            text = str(caller())
+            if not _bounds.mark_generation:
+                return text
+            _bounds.generation_blocks += 1
+            return GENERATION_OPEN + text + GENERATION_CLOSE
 
     # As transformers renders templates: loop controls ({% break %}) and the generation tag.
     env = Sandbox(trim_blocks=True, lstrip_blocks=True, loader=None, autoescape=False,
@@ -457,11 +510,19 @@ def main() -> None:
         reply({"unusable": str(e)})
         return
     reply({"ok": True})
+    spans = bool(setup.get("spans")) and not transformers
+    _bounds.mark_generation = spans
     for line in inp:
         for item in json.loads(line)["renders"]:
             _cpu_budget(MAX_CPU_SECONDS)
             try:
-                reply({"text": renderer(item["messages"], bool(item.get("add_generation_prompt")))})
+                _bounds.generation_blocks = 0
+                text = renderer(item["messages"], bool(item.get("add_generation_prompt")))
+                if spans:
+                    text, found = generation_spans(text, _bounds.generation_blocks)
+                    reply({"text": text, "spans": found})
+                    continue
+                reply({"text": text})
             except TemplateRejected as e:
                 reply({"rejected": str(e)})
             except TemplateUnusable as e:

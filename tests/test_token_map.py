@@ -1,0 +1,318 @@
+"""The token map against the real masking code: TRL 1.16's SFTTrainer / DPOTrainer
+preparation and collators, and transformers' DataCollatorForLanguageModeling, build the
+labels of the same rows with the same tokenizer (a tiny BPE made with `tokenizers`); the
+map must mark exactly the tokens whose label is not -100, row for row. No training: only
+the trainers' dataset preparation and the collators run (a model of a few hundred
+parameters is built because the trainers ask for one).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from token_map_tokenizer import TEMPLATE_BOS, TEMPLATE_PLAIN, make_tokenizer
+from trainproof_lsp.readers import token_map as tm
+
+pytest.importorskip("tokenizers")
+trl = pytest.importorskip("trl")
+transformers = pytest.importorskip("transformers")
+datasets = pytest.importorskip("datasets")
+
+CHAT = [
+    [{"role": "user", "content": "what is two plus two?"}, {"role": "assistant", "content": "it is four."}],
+    [{"role": "system", "content": "the sea is wide"}, {"role": "user", "content": "write a poem about the sea."},
+     {"role": "assistant", "content": "the sea is wide and deep"}],
+    # a long prompt: with max_length 12 the assistant turn is cut away entirely
+    [{"role": "user", "content": "the cat sat on the mat and the dog ran to the park " * 2},
+     {"role": "assistant", "content": "four"}],
+    [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hello there, how are you today?"},
+     {"role": "user", "content": "i am fine"}, {"role": "assistant", "content": "thank you"}],
+]
+PROMPT_COMPLETION = [
+    {"prompt": "what is two plus two?", "completion": " it is four."},
+    {"prompt": "write a poem about the sea.", "completion": " the sea is wide and deep and the sky is blue"},
+    {"prompt": "the cat sat on the mat and the dog ran to the park", "completion": " four"},
+]
+TEXT = [{"text": "the cat sat on the mat"}, {"text": "hello there, how are you today?"},
+        {"text": "the sea is wide and deep and the sky is blue because of scattering"}]
+
+
+@pytest.fixture(scope="module")
+def tokdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tokenizer(tmp_path_factory.mktemp("tok") / "tok")
+
+
+def _hf(folder: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def _model(vocab: int) -> Any:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                                        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256))
+
+
+def trl_sft(folder: Path, rows: list[dict[str, Any]], tmp: Path, **config: Any) -> list[tuple[list[int], list[int]] | None]:
+    """(input_ids, labels) of each row as TRL's SFTTrainer prepares it; None for a row it drops."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    tok = _hf(folder)
+    args = SFTConfig(output_dir=str(tmp / "out"), report_to=[], bf16=False, use_cpu=True, **config)
+    trainer = SFTTrainer(model=_model(len(tok)), args=args, processing_class=tok,
+                         train_dataset=Dataset.from_list([{**r, "row": i} for i, r in enumerate(rows)]))
+    out: list[tuple[list[int], list[int]] | None] = [None] * len(rows)
+    for ex in trainer.train_dataset:
+        out[ex["row"]] = (list(ex["input_ids"]), list(ex["labels"]))
+    return out
+
+
+def trained_positions(labels: list[int]) -> list[int]:
+    return [i for i, v in enumerate(labels) if v != -100]
+
+
+def map_positions(side: tm.SideMap) -> list[int]:
+    return [i for i, v in enumerate(side.mask) if v]
+
+
+def kept_ids(side: tm.SideMap) -> list[int]:
+    return list(side.ids[side.kept[0]:side.kept[1]])
+
+
+def _write(tmp: Path, rows: list[dict[str, Any]]) -> Path:
+    path = tmp / "data.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _file_map(tmp: Path, folder: Path, rows: list[dict[str, Any]], masking: tm.Masking) -> tm.TokenMap:
+    path = _write(tmp, rows)
+    return tm.map_tokens(path, tm.load_run_tokenizer(folder), masking, lines=len(rows), records=len(rows))
+
+
+def _agree(folder: Path, rows: list[dict[str, Any]], masking: tm.Masking,
+           trl_rows: list[tuple[list[int], list[int]] | None], tmp: Path) -> tm.TokenMap:
+    """Row for row: the map keeps the trainer's ids and marks exactly its trained labels;
+    a row the trainer drops (every label masked) has no trained token in the map."""
+    tok = tm.load_run_tokenizer(folder)
+    whole = _file_map(tmp, folder, rows, masking)
+    for i, (row, got) in enumerate(zip(rows, trl_rows)):
+        m = tm.map_row(row, tok, masking)
+        assert m is not None and len(m.sides) == 1, i
+        side = m.sides[0]
+        if got is None:
+            assert side.after == 0 and whole.trained[i] == 0, i
+            continue
+        ids, labels = got
+        assert kept_ids(side) == ids, i
+        assert map_positions(side) == trained_positions(labels), i
+        assert whole.trained[i] == len(trained_positions(labels)) == side.after, i
+        assert whole.tokens[i] == len(side.ids), i
+    return whole
+
+
+def test_assistant_only_loss_marks_the_generation_blocks_as_trl_does(tokdir: Path, tmp_path: Path) -> None:
+    rows = [{"messages": c} for c in CHAT]
+    masking = tm.Masking(max_len=24, assistant_only=True)
+    got = trl_sft(tokdir, rows, tmp_path, max_length=24, assistant_only_loss=True)
+    assert got[2] is None  # the prompt fills the context: TRL drops the row
+    whole = _agree(tokdir, rows, masking, got, tmp_path)
+    assert [whole.trained[i] for i in range(4)] == [len(trained_positions(g[1])) if g else 0 for g in got]
+    tok = _hf(tokdir)
+    answer = len(tok("four", add_special_tokens=False)["input_ids"]) + 1  # "four" and the EOS
+    assert whole.trained[2] == 0 and whole.before[2] == answer  # cut away by truncation
+    assert all(whole.flags[i] & tm.EOS_TRAINED for i in (0, 1, 3))
+
+
+def test_every_token_trained_with_keep_end_truncation(tokdir: Path, tmp_path: Path) -> None:
+    rows = [{"messages": c} for c in CHAT]
+    masking = tm.Masking(max_len=10, truncation=tm.KEEP_END)
+    got = trl_sft(tokdir, rows, tmp_path, max_length=10, truncation_mode="keep_end")
+    whole = _agree(tokdir, rows, masking, got, tmp_path)
+    assert all(whole.trained[i] == 10 for i in range(4))  # every row is longer than 10 and trains its last 10
+
+
+def test_completion_only_loss_on_prompt_completion_rows(tokdir: Path, tmp_path: Path) -> None:
+    masking = tm.Masking(max_len=12)  # completion_only_loss None: TRL's default for these rows
+    got = trl_sft(tokdir, PROMPT_COMPLETION, tmp_path, max_length=12)
+    assert got[2] is None  # the prompt alone is over 12 tokens
+    whole = _agree(tokdir, PROMPT_COMPLETION, masking, got, tmp_path)
+    assert whole.loss == tm.COMPLETION
+    assert 0 < whole.trained[1] < whole.before[1]  # the completion is cut short
+
+
+def test_conversational_prompt_completion_with_assistant_masks(tokdir: Path, tmp_path: Path) -> None:
+    rows = [{"prompt": c[:-1], "completion": c[-1:]} for c in CHAT]
+    masking = tm.Masking(max_len=30, assistant_only=True)
+    got = trl_sft(tokdir, rows, tmp_path, max_length=30, assistant_only_loss=True)
+    _agree(tokdir, rows, masking, got, tmp_path)
+
+
+def test_all_tokens_of_text_rows_with_eos_appended(tokdir: Path, tmp_path: Path) -> None:
+    masking = tm.Masking(max_len=64)
+    got = trl_sft(tokdir, TEXT, tmp_path, max_length=64)
+    whole = _agree(tokdir, TEXT, masking, got, tmp_path)
+    assert all(whole.flags[i] & tm.EOS_TRAINED for i in range(3))
+
+
+def test_pad_equal_to_eos_under_a_collator_that_masks_pad_by_id(tmp_path: Path) -> None:
+    """transformers' DataCollatorForLanguageModeling sets labels equal to the pad id to
+    -100: with pad == eos every EOS is masked and the model never learns to stop."""
+    from transformers import DataCollatorForLanguageModeling
+
+    folder = make_tokenizer(tmp_path / "tok", pad=None)
+    hf = _hf(folder)
+    hf.pad_token = hf.eos_token  # what scripts do when the tokenizer has none
+    masking = tm.Masking(max_len=64, pad_masked=True)
+    tok = tm.load_run_tokenizer(folder)
+    whole = _file_map(tmp_path, folder, TEXT, masking)
+    assert whole.pad_is_eos
+    collate = DataCollatorForLanguageModeling(tokenizer=hf, mlm=False)
+    for i, row in enumerate(TEXT):
+        ids = hf(text=row["text"] + hf.eos_token)["input_ids"]
+        labels = collate([{"input_ids": ids}])["labels"][0].tolist()
+        side = tm.map_row(row, tok, masking).sides[0]  # type: ignore[union-attr]
+        assert kept_ids(side) == ids
+        assert map_positions(side) == trained_positions(labels)
+        assert labels[-1] == -100 and ids[-1] == hf.eos_token_id
+        assert not whole.flags[i] & tm.EOS_TRAINED
+    # TRL's own collator pads labels with -100 instead: the EOS is trained there.
+    plain = tm.Masking(max_len=64)
+    got = trl_sft(folder, TEXT, tmp_path, max_length=64)
+    whole = _agree(folder, TEXT, plain, got, tmp_path)
+    assert all(whole.flags[i] & tm.EOS_TRAINED for i in range(3))
+
+
+def test_assistant_only_without_generation_blocks_trains_nothing(tmp_path: Path) -> None:
+    folder = make_tokenizer(tmp_path / "tok", template=TEMPLATE_PLAIN)
+    rows = [{"messages": c} for c in CHAT]
+    with pytest.raises((RuntimeError, ValueError), match="generation"):  # TRL refuses to start
+        trl_sft(folder, rows, tmp_path, max_length=64, assistant_only_loss=True)
+    whole = _file_map(tmp_path, folder, rows, tm.Masking(max_len=64, assistant_only=True))
+    assert list(whole.trained) == [0, 0, 0, 0]
+    assert not whole.generation_blocks
+
+
+def test_double_bos_from_text_that_carries_its_own_bos(tokdir: Path, tmp_path: Path) -> None:
+    rows = [{"text": "<s>the cat sat on the mat"}, {"text": "the dog ran"}]
+    got = trl_sft(tokdir, rows, tmp_path, max_length=64)
+    hf = _hf(tokdir)
+    assert got[0] is not None and got[0][0][:2] == [hf.bos_token_id, hf.bos_token_id]
+    whole = _agree(tokdir, rows, tm.Masking(max_len=64), got, tmp_path)
+    assert whole.flags[0] & tm.DOUBLE_BOS and not whole.flags[1] & tm.DOUBLE_BOS
+
+
+def test_template_writing_bos_is_not_doubled_by_apply_chat_template(tmp_path: Path) -> None:
+    folder = make_tokenizer(tmp_path / "tok", template=TEMPLATE_BOS)
+    rows = [{"messages": c} for c in CHAT[:2]]
+    got = trl_sft(folder, rows, tmp_path, max_length=64)
+    whole = _agree(folder, rows, tm.Masking(max_len=64), got, tmp_path)
+    assert not any(whole.flags[i] & tm.DOUBLE_BOS for i in range(2))
+
+
+# --- preference pairs: DPO's tokenisation and DataCollatorForPreference ----------------------
+
+
+def trl_dpo(folder: Path, rows: list[dict[str, Any]], tmp: Path, max_length: int,
+            truncation_mode: str = "keep_start") -> list[tuple[list[list[int]], list[list[int]]] | None]:
+    """Per row: ([chosen ids, rejected ids], [chosen mask, rejected mask]) as DPO's
+    DataCollatorForPreference builds them from DPOTrainer's prepared rows."""
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
+
+    tok = _hf(folder)
+    args = DPOConfig(output_dir=str(tmp / "dpo"), report_to=[], bf16=False, use_cpu=True, max_length=max_length,
+                     truncation_mode=truncation_mode)
+    trainer = DPOTrainer(model=_model(len(tok)), ref_model=_model(len(tok)), args=args, processing_class=tok,
+                         train_dataset=Dataset.from_list([{**r, "row": i} for i, r in enumerate(rows)]))
+    collate = DataCollatorForPreference(pad_token_id=tok.pad_token_id, max_length=max_length,
+                                        truncation_mode=truncation_mode)
+    out: list[tuple[list[list[int]], list[list[int]]] | None] = [None] * len(rows)
+    for ex in trainer.train_dataset:
+        batch = collate([{k: ex[k] for k in ("prompt_ids", "chosen_ids", "rejected_ids")}])
+        ids, att, mask = batch["input_ids"].tolist(), batch["attention_mask"].tolist(), batch["completion_mask"].tolist()
+        keep = [[t for t, a in zip(r, at) if a] for r, at in zip(ids, att)]
+        out[ex["row"]] = (keep, [m[:len(k)] for m, k in zip(mask, keep)])
+    return out
+
+
+PAIRS = [
+    {"prompt": "what is two plus two?", "chosen": " it is four.", "rejected": " four, it is."},
+    # the answers differ only after the first tokens: identical once cut to 8 tokens
+    {"prompt": "write a poem", "chosen": " the sea is wide and deep", "rejected": " the sea is wide and blue"},
+    {"prompt": "hello there, how are you today?", "chosen": " i am fine", "rejected": " go away"},
+]
+
+
+def test_dpo_pairs_against_the_preference_collator(tokdir: Path, tmp_path: Path) -> None:
+    got = trl_dpo(tokdir, PAIRS, tmp_path, max_length=9)
+    tok = tm.load_run_tokenizer(tokdir)
+    masking = tm.Masking(max_len=9)
+    whole = _file_map(tmp_path, tokdir, PAIRS, masking)
+    for i, row in enumerate(PAIRS):
+        m = tm.map_row(row, tok, masking)
+        assert m is not None and len(m.sides) == 2
+        g = got[i]
+        if g is None:
+            assert whole.trained[i] == 0
+            continue
+        for side, ids, mask in zip(m.sides, g[0], g[1]):
+            assert kept_ids(side) == ids, i
+            assert list(side.mask) == mask, i
+        identical = g[0][0] == g[0][1]
+        assert bool(whole.flags[i] & tm.PAIR_IDENTICAL) == identical, i
+    assert got[1] is not None and got[1][0][0] == got[1][0][1]  # TRL trains on two identical sequences
+    assert whole.flags[1] & tm.PAIR_IDENTICAL and not whole.flags[1] & tm.PAIR_IDENTICAL_BEFORE
+    assert not whole.flags[0] & tm.PAIR_IDENTICAL
+
+
+# --- the response template (the completion-only collator of older TRL) -------------------------
+
+
+def test_response_template_found_in_context_masks_up_to_its_end(tokdir: Path, tmp_path: Path) -> None:
+    """TRL 1.16 has no response-template collator any more; the map follows what
+    DataCollatorForCompletionOnlyLM did: the template encoded alone (no special tokens),
+    its last occurrence in the truncated ids, labels up to its end -100, pad ids -100."""
+    tok = tm.load_run_tokenizer(tokdir)
+    hf_tok = tok.tokenizer
+    template = " answer:"
+    rows = [{"text": "what is two plus two? it is four. answer: four"},  # " answer:" tokenises the same in context
+            {"text": "### Answer: the sky is blue"}]  # no " answer:" here
+    masking = tm.Masking(max_len=64, response_template=template)
+    whole = _file_map(tmp_path, tokdir, rows, masking)
+    ids = hf_tok.encode(rows[0]["text"] + "</s>").ids
+    sub = hf_tok.encode(template, add_special_tokens=False).ids
+    start = max(i for i in range(len(ids)) if ids[i:i + len(sub)] == sub)
+    expected = [i for i in range(start + len(sub), len(ids)) if ids[i] != tok.pad_id]
+    side = tm.map_row(rows[0], tok, masking).sides[0]  # type: ignore[union-attr]
+    assert map_positions(side) == expected
+    assert whole.trained[0] == len(expected) and not whole.flags[0] & tm.TEMPLATE_MISSING
+    assert whole.trained[1] == 0 and whole.flags[1] & tm.TEMPLATE_MISSING
+
+
+def test_response_template_tokenised_differently_in_context_is_not_found(tokdir: Path, tmp_path: Path) -> None:
+    """"Could not find response key": the template alone starts without the space the
+    text has before it, so its tokens differ from those in the row."""
+    tok = tm.load_run_tokenizer(tokdir)
+    rows = [{"text": "what is two plus two? it is four. answer: four"}]
+    alone = tok.tokenizer.encode("answer:", add_special_tokens=False).ids
+    in_row = tok.tokenizer.encode(rows[0]["text"]).ids
+    assert not any(in_row[i:i + len(alone)] == alone for i in range(len(in_row)))
+    whole = _file_map(tmp_path, tokdir, rows, tm.Masking(max_len=64, response_template="answer:"))
+    assert whole.trained[0] == 0 and whole.flags[0] & tm.TEMPLATE_MISSING
+
+
+def test_sample_maps_every_kth_row(tokdir: Path, tmp_path: Path) -> None:
+    rows = TEXT * 4  # 12 rows
+    path = _write(tmp_path, rows)
+    whole = tm.map_tokens(path, tm.load_run_tokenizer(tokdir), tm.Masking(max_len=64), lines=12, records=12, sample=4)
+    assert whole.stride == 3 and whole.rows == 4
+    assert [i for i in range(12) if whole.trained[i] != tm.NOT_MAPPED] == [0, 3, 6, 9]
