@@ -96,6 +96,13 @@ FORMATS: tuple[Format, ...] = (
                  "`OVERFLOW! … Attempted loss scale: X, reducing to Y` and `Current loss scale already at minimum`; "
                  "other lines counted and passed over. Not read: HF `train_runtime` summaries, nanoGPT's train-loss "
                  "estimate on `step` lines, Megatron's skipped/nan iteration counts"),
+    # W&B offline runs: a binary record log the SDK appends to while the run trains.
+    Format(kind="metrics", name="wandb-offline", suffixes=(".wandb",), watched=True,
+           about="W&B offline run (`wandb/offline-run-*/run-<id>.wandb`, `wandb.init(mode=\"offline\")`): its "
+                 "record log read from the wire format (no `wandb` needed), CRCs checked; the history records "
+                 "(`wandb.log`) are the rows (`train/loss`, `train/global_step`, `_step`...), the run's config gives "
+                 "`max_steps`, `logging_steps` and `vocab_size`/`num_labels`. A file cut short or damaged is read up to "
+                 "there and is NOT-CHECKED beyond. Not read: media, tables, histograms, system stats"),
     Format(kind="metrics", name="mlflow",
            about="MLflow file-store run folder (`meta.yaml` + `metrics/`, one file per metric)"),
     # --- datasets --------------------------------------------------------------------

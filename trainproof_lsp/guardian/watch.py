@@ -86,6 +86,8 @@ from ..readers.metrics import CsvFeed, GrowingRowMapping, JsonlFeed, Rows, map_c
 from ..readers.tensorboard import normalise_tag, split_of
 from ..readers.trainer_state import read_trainer_state
 from ..readers.tfevents import EventFileScan, EventPoint, EventReader
+from ..readers.wandb_offline import FORMAT as WANDB_FORMAT, WandbRows, run_meta
+from ..judge.wandb_run import stopped_finding
 from .core import change_lines, default_confirm, fail_ids
 from .incremental import IncrementalJudge, LiveRun, Schedule, verdict_change
 from .stream import STREAM_NAME, encode, stall_event, verdict_event
@@ -340,6 +342,70 @@ class _EventTailer(_Tailer):
                 crc_checked=True, crc_impl="")]))
 
 
+class _WandbTailer(_Tailer):
+    """A W&B offline run file: the record reader's incremental form (`WandbFeed`, the code
+    the whole read uses) over the bytes appended since the last poll; a chunk the SDK has
+    not finished writing is held until its end arrives. Damage (a bad CRC, broken framing)
+    stops the read there, as `epoch` does, and is said as its NOT-CHECKED finding; a cut
+    at the end is said only when the log is settled (`finished_extra`), as `epoch` would
+    say it of the bytes so far."""
+
+    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None, *,
+                 max_rows: int = DEFAULT_CAPS.max_log_entries, **caps: Any) -> None:
+        super().__init__(path, fmt, column_map, **caps)
+        self.max_rows = max_rows
+        self.rows = WandbRows(str(path), column_map or None, max_rows=max_rows)
+        self.unreadable = ""
+        self.extra: tuple[Finding, ...] = ()
+        self.config_seen = 0
+
+    def _restart(self) -> None:
+        self.__init__(self.path, self.fmt, self.column_map,  # type: ignore[misc]
+                      max_rows=self.max_rows, cap_mb=self.cap_mb, cap_name=self.cap_name)
+
+    def poll(self) -> Poll:
+        got = self._read_new()
+        if got is None:
+            return Poll(error=self.refused or f"{self.path}: cannot read (gone or not readable)")
+        data, restarted = got
+        if self.unreadable:
+            return Poll(error=self.unreadable)
+        if not data:
+            return Poll(grew=restarted, replaced=restarted, extra=self.extra)
+        live = self.live
+        try:
+            self.rows.feed.feed(data)
+            self.rows.pump(live, lambda offset: live.new_record(byte_offset=offset), live.notes)
+        except ReadError as e:
+            self.unreadable = str(e)
+            return Poll(grew=True, error=self.unreadable)
+        feed = self.rows.feed
+        if len(feed.config) != self.config_seen:  # the run's config arrives in its first records
+            self.config_seen = len(feed.config)
+            live.meta = run_meta(str(self.path), feed.config)
+        live.unmapped = self.rows.mapping.mapping.unmapped()
+        if feed.problem is not None and not self.extra:
+            self.extra = (stopped_finding(str(self.path), feed.problem, self.rows.rows),)
+        return Poll(grew=True, replaced=restarted, extra=self.extra)
+
+    def finished_extra(self) -> tuple[Finding, ...]:
+        """The findings of a whole read of the bytes so far: a record the file still cuts
+        short is said (on a copy of the reader: the tail goes on when the writer ends it)."""
+        if self.unreadable or self.extra:
+            return self.extra
+        feed = copy.deepcopy(self.rows.feed)
+        try:
+            feed.finish()
+        except ReadError:
+            return self.extra
+        if feed.problem is None:
+            return self.extra
+        return (stopped_finding(str(self.path), feed.problem, self.rows.rows),)
+
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.rows.mapping.mapping.names)
+
+
 class _WholeTailer(_Tailer):
     """Logs rewritten whole (trainer_state.json) or read whole (Coqui text, JSON arrays):
     read again only when the size or mtime changes."""
@@ -399,8 +465,10 @@ class _WholeTailer(_Tailer):
 
 def make_tailer(path: Path, fmt: str, columns: Mapping[str, str] | None = None,
                 caps: Caps = DEFAULT_CAPS) -> _Tailer:
-    if fmt in ("metrics-jsonl", "metrics-csv"):
+    if fmt in ("metrics-jsonl", "metrics-csv", "llamafactory-log", "swift-log"):  # (the stacks' logs are metric JSONL)
         return _LineTailer(path, fmt, columns, cap_mb=caps.max_log_mb)
+    if fmt == WANDB_FORMAT:
+        return _WandbTailer(path, fmt, columns, cap_mb=caps.max_log_mb, max_rows=caps.max_log_entries)
     if fmt == "tfevents":
         return _EventTailer(path, fmt, columns, cap_mb=caps.max_events_mb, cap_name="max_events_mb")
     return _WholeTailer(path, fmt, columns, cap_mb=caps.max_log_mb)
@@ -601,6 +669,8 @@ class Watch:
         tailer = w.tailer
         if w.judge.report is not None and w.judge.judged == (tailer.live.records, w.extra, tailer.offset):
             return None  # settled over these very bytes, held last line included: no copies again
+        if isinstance(tailer, _WandbTailer):  # a record the file still cuts short is said, as epoch says it
+            return w.judge.settle(tailer.live, extra=tailer.finished_extra(), columns=tailer.columns())
         finished = tailer.finished() if isinstance(tailer, _LineTailer) else None
         if isinstance(finished, str):
             if w.report is not None and w.report.reason == finished:

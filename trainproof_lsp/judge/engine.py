@@ -46,9 +46,9 @@ from ..rules.steps import APPENDED_RULE as APPENDED_RUNS, seams
 from .base import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
 from .coverage import too_short
 from .dataset_pairs import pair_datasets
+from .bundle import judge_bundles
 from .preflight import judge_dataset, judge_datasets, judge_tokenizer
-from .speech import judge_speech, judge_speech_paths
-from ..readers.speech import folder_layout as speech_folder
+from .wandb_run import FORMAT as WANDB_FORMAT, read_wandb_run
 
 # Formats whose records are the file's rows in order, so a step going back is a row
 # written later (event files are merged and sorted by step; MLflow numbers each metric
@@ -312,13 +312,14 @@ def judge_file(path: Path, config: Config, *, data: bytes | None = None,
         return judge_script(path, config, data=data)
     if detected.kind == "dataset":
         return judge_dataset(path, config, data=data)
-    if detected.kind == "speech":  # an editor buffer's audio is read on one core (judge/speech.py)
-        return judge_speech(path, config, data=data, jobs=1 if data is not None else None)
     if detected.kind != "metrics":
         reason = f"{name}: {detected.reason or 'not a training log this version can read'}"
         return not_checked(name, detected.kind, detected.format, reason)
     if detected.format == "tfevents":
         return judge_event_files([path], config)
+    if detected.format == WANDB_FORMAT:  # a binary record log, read up to a cut (said as NOT-CHECKED)
+        got = read_wandb_run(path, config, data)
+        return got if isinstance(got, Report) else judge_run(got[0], config, extra=got[1])
     try:
         run = read_run(path, detected, data, config)
     except ReadError as e:
@@ -459,11 +460,7 @@ def doctor(paths: Iterable[Path], config: Config, *,
     not_judged: list[NotJudged] = []
     passed_over: list[NotJudged] = []
     files: list[Path] = []
-    speech_files: list[Path] = []
     for p in paths:
-        if p.is_dir() and speech_folder(p) is not None:  # audio with .lab/.txt beside it, VCTK: one listing
-            reports.append(judge_speech(p, config))
-            continue
         if p.is_dir():
             found, named = walk_folder(p)
             passed_over.extend(named)
@@ -512,9 +509,6 @@ def doctor(paths: Iterable[Path], config: Config, *,
         if detected.kind == "dataset":  # judged below, eval files beside their training files
             dataset_files.append(f)
             continue
-        if detected.kind == "speech":  # judged below, eval listings beside their training listings
-            speech_files.append(f)
-            continue
         if detected.kind in ("checkpoint", "script"):  # read without running: never unpickled, never imported
             reports.append(judge_file(f, config, reference=reference))
             continue
@@ -526,9 +520,10 @@ def doctor(paths: Iterable[Path], config: Config, *,
             continue
         metric_files.append((f, detected))
     reports.extend(judge_dataset_files(dataset_files, config, roots=[p for p in paths if p.is_dir()]))
-    reports.extend(judge_speech_paths(speech_files, config))
     reports.extend(_judge_metric_files(metric_files, config, not_judged, also))
     reports.extend(judge_tokenizer_folders(tokenizer_folders, config, passed_over))
+    # Each output folder's files checked against each other (judge/bundle.py): one report a folder.
+    reports.extend(judge_bundles(files, config))
     if not reports and not not_judged:
         where = ", ".join(str(p) for p in paths) or "."
         reports.append(not_checked(where, "folder", "folder",
@@ -679,6 +674,10 @@ def _judge_metric_files(files: list[tuple[Path, Detected]], config: Config, not_
         events = [p for p, d in members if d.format == "tfevents"]
         for path, detected in members:
             if detected.format == "tfevents":
+                continue
+            if detected.format == WANDB_FORMAT:  # a W&B offline run: its own run, its cut said beside it
+                read = read_wandb_run(path, config)
+                reports.extend([read] if isinstance(read, Report) else judged(read[0], list(read[1])))
                 continue
             got = _read_text_run(path, detected, config)
             if isinstance(got, Report):

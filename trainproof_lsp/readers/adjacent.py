@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any, Mapping
 
 from ..core.formats import checkpoint_step
 from ..core.formats import run_root as run_root  # where readers and the server have long found it
@@ -35,9 +36,14 @@ def classes_from_config(config: Path) -> int | None:
         cfg = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return None
-    if not isinstance(cfg, dict):
-        return None
-    archs = cfg.get("architectures") or []
+    return classes_of(cfg) if isinstance(cfg, dict) else None
+
+
+def classes_of(cfg: Mapping[str, Any]) -> int | None:
+    """vocab_size, or num_labels for classifier architectures, from an HF model config's
+    values (a config.json's, or those a tracker logged with the run)."""
+    archs = cfg.get("architectures")
+    archs = archs if isinstance(archs, list) else []
     single_label = cfg.get("problem_type") == "single_label_classification"
     if single_label or any(isinstance(a, str) and a.endswith(CLASSIFIER_SUFFIXES) for a in archs):
         labels = cfg.get("num_labels")

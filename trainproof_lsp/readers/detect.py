@@ -11,17 +11,17 @@ from .coqui import looks_like_coqui
 from .lfs import FORMAT as LFS_FORMAT, KIND as LFS_KIND, pointer_reason, pointer_size
 from .metrics import ALIASES, STEP_ALIASES
 from .script import CONFIG_CLASSES
-from .speech import listing_layout as speech_layout
 from .stdout_log import looks_like_stdout_log
 from .stacks import LLAMAFACTORY_STEP_KEY, SWIFT_STEP_KEY
 from .torchtune import looks_like_torchtune
+from .wandb_offline import FORMAT as WANDB_FORMAT, looks_like_wandb
 
 HEAD_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Detected:
-    kind: str  # "metrics" | "dataset" | "speech" | "tfevents" | "checkpoint" | "script" | "resident" | "lfs-pointer" | "other"
+    kind: str  # "metrics" | "dataset" | "tfevents" | "checkpoint" | "script" | "resident" | "lfs-pointer" | "other"
     format: str
     reason: str = ""  # for kinds this version does not judge: why
 
@@ -95,11 +95,10 @@ def detect(path: Path, head: bytes) -> Detected:
         return Detected(LFS_KIND, LFS_FORMAT, pointer_reason(lfs))
     if _TFEVENTS.matches(name):
         return Detected("metrics", "tfevents")
+    if suffix == ".wandb" or looks_like_wandb(head):  # a W&B offline run's record log
+        return Detected("metrics", WANDB_FORMAT)
     if name in RESIDENTS:
         return Detected("resident", name, RESIDENTS[name])
-    layout = speech_layout(path, head)  # a NeMo manifest, LJSpeech/XTTS metadata: readers/speech.py
-    if layout is not None:
-        return Detected("speech", layout, "speech dataset (audio with transcripts)")
     if name in _TRAINER_STATE or (suffix == ".json" and b'"log_history"' in head):
         return Detected("metrics", "hf-trainer-state")
     if lower.endswith(_SHARDED_INDEX):

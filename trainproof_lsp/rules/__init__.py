@@ -13,7 +13,7 @@ from . import chance, compare, dead, degenerate, diverge, eventfile, flat, lr, n
 from . import loss_scale
 from . import checkpoint, entrypoint, env, script, script_best_strategy
 from . import dataset, tokenizer, tokens
-from . import speech
+from . import bundle
 from .base import ANY, METRICS, Context, Family, Rule, Skip
 
 NOT_CHECKED_DOC = """The artefact could not be judged.
@@ -100,7 +100,7 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     *dataset.DATASET_RULES,  # rules/dataset.py, rules/tokens.py, rules/tokenizer.py
     *tokens.TOKEN_RULES,
     *tokenizer.TOKENIZER_RULES,
-    *speech.SPEECH_RULES,  # rules/speech.py: speech/TTS listings and their audio
+    *bundle.RULES,  # rules/bundle.py: an output folder's files checked against each other
     SKIPPED_RECORDS,
     NOT_CHECKED,
 )

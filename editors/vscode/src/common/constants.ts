@@ -51,6 +51,7 @@ export const WATCHED_GLOBS: readonly string[] = [
     '**/*.json',
     '**/*.txt',
     '**/*.log',
+    '**/*.wandb',
     '**/*.pt',
     '**/*.pth',
     '**/*.ckpt',
