@@ -88,14 +88,38 @@ def test_values_it_cannot_know_make_it_say_so(tmp_path):
 def test_the_real_training_arguments_raise_exactly_where_the_rule_fires(tmp_path, keywords, fires):
     transformers = pytest.importorskip("transformers", reason="transformers is in the peers extra")
     pytest.importorskip("accelerate", reason="TrainingArguments needs accelerate")
-    if "evaluation_strategy" in keywords and \
-            "evaluation_strategy" not in inspect.signature(transformers.TrainingArguments).parameters:
-        pytest.skip(f"transformers {transformers.__version__} no longer takes evaluation_strategy")
+    parameters = inspect.signature(transformers.TrainingArguments).parameters
     namespace: dict = {}
     source = f"args = TrainingArguments(output_dir={str(tmp_path / 'out')!r}, report_to=[], {keywords})"
+    if "evaluation_strategy" in keywords and "evaluation_strategy" not in parameters:
+        # transformers 5 removed the older spelling: the call raises TypeError before it can
+        # compare strategies, and env's API check says so at the keyword, with the new name.
+        with pytest.raises(TypeError, match="evaluation_strategy"):
+            exec(source, {"TrainingArguments": transformers.TrainingArguments}, namespace)  # noqa: S102
+        (hit,) = _api_hits(script(tmp_path, keywords), transformers, parameters)
+        assert hit.evidence["keyword"] == "evaluation_strategy" and hit.evidence["replacement"] == "eval_strategy"
+        assert hit.location.span.start_line == 4 and hit.fix is not None and hit.fix.edits[0].new_text == "eval_strategy"
+        return
     try:
         exec(source, {"TrainingArguments": transformers.TrainingArguments}, namespace)  # noqa: S102
         raised = False
     except ValueError as e:
         raised = "load_best_model_at_end" in str(e)
     assert raised == fires, keywords
+
+
+def _api_hits(path: Path, transformers, parameters) -> list:
+    """TP-SCRIPT-API-UNKNOWN-KEYWORD over the script, with the installed TrainingArguments'
+    signature (read here as env's child reads it)."""
+    from trainproof_lsp.readers.envcheck import ApiProbe, EnvFacts, Signature
+    from trainproof_lsp.readers.script import read_script
+    from trainproof_lsp.rules.base import Context, NoLimits
+    from trainproof_lsp.rules.script_api import check_keywords
+
+    sig = Signature(outcome="ok", library="transformers", version=transformers.__version__,
+                    qualname="transformers.training_args.TrainingArguments",
+                    params=tuple(n for n, p in parameters.items() if p.kind is not p.VAR_KEYWORD))
+    calls = read_script(path).api_calls
+    facts = EnvFacts(path=str(path), python="python", imports_requested=True,
+                     api=tuple(ApiProbe(call=c, path=str(path), signature=sig) for c in calls))
+    return list(check_keywords(facts, NoLimits(), Context()))

@@ -89,6 +89,26 @@ class Related:
     message: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Edit:
+    """Replace the text at `span` of the finding's file with `new_text` (an empty span
+    inserts)."""
+
+    span: Span
+    new_text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fix:
+    """A mechanical fix of a finding: the editor offers it as a quick fix, the CLI prints
+    it. `safe`: applying it cannot change what the run was meant to do (a renamed
+    keyword), so it may be applied without review (`source.fixAll`)."""
+
+    title: str
+    edits: tuple[Edit, ...]
+    safe: bool = False
+
+
 # --- metric runs -----------------------------------------------------------------------
 
 # Canonical series names. Readers map their formats' column/tag names onto these.
@@ -274,6 +294,7 @@ class Hit:
     evidence: Mapping[str, Number]
     location: Location
     related: tuple[Related, ...] = ()
+    fix: Fix | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,6 +306,7 @@ class Finding:
     location: Location
     related: tuple[Related, ...] = ()
     limits: Mapping[str, Number] = field(default_factory=dict)
+    fix: Fix | None = None  # edits in location.path's text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

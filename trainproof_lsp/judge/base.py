@@ -56,7 +56,7 @@ def run_rules(rules: Iterable[Rule[S, C]], subject: S, ctx: C, config: Config, *
         checks.append(Check(group=rule.id, ran=True))
         used = rule.limits_dict(limits)
         findings.extend(Finding(id=rule.id, level=rule.level, message=h.message, evidence=dict(h.evidence),
-                                location=h.location, related=h.related, limits=used) for h in hits)
+                                location=h.location, related=h.related, limits=used, fix=h.fix) for h in hits)
     return findings, checks
 
 

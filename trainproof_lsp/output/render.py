@@ -9,7 +9,7 @@ import math
 from typing import Any, Iterable
 
 from .. import TOOL_NAME, __version__
-from ..core.model import Finding, Level, Location, Outcome, Report, Verdict
+from ..core.model import Finding, Fix, Level, Location, Outcome, Report, Verdict
 from ..core.positions import one_based
 from ..core.text import printable
 from ..rules import REGISTRY, Rule
@@ -49,7 +49,15 @@ def finding_json(f: Finding) -> dict[str, Any]:
         "location": location_json(f.location),
         "related": [{"location": location_json(r.location), "message": r.message} for r in f.related],
         "limits": {k: _number(v) for k, v in f.limits.items()},
+        **({"fix": fix_json(f.fix)} if f.fix is not None else {}),
     }
+
+
+def fix_json(fix: Fix) -> dict[str, Any]:
+    """A finding's mechanical fix: edits in the finding's file (0-based ranges, as locations)."""
+    return {"title": fix.title, "safe": fix.safe,
+            "edits": [{"range": location_json(Location(path="", span=e.span))["range"], "new_text": e.new_text}
+                      for e in fix.edits]}
 
 
 def _artefact_json(a: Any) -> dict[str, Any]:
@@ -137,6 +145,8 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
             out.append(f"{_where(f.location)}: {f.level.value} {f.id} {f.message}")
             for rel in f.related[: 3 if not verbose else None]:
                 out.append(f"    related: {_where(rel.location)}: {rel.message}")
+            if f.fix is not None:
+                out.append(f"    fix: {f.fix.title}")
         for rule_id, n in hidden.items():
             out.append(f"    ...and {n} more {rule_id} (use --json to see all)")
         ran = [c.group for c in r.checks if c.ran]

@@ -6,6 +6,12 @@
   `os._exit` or a hang kills only the child; the parent tells them apart by the exit
   status and its own clock, records the culprit and starts a fresh child for the rest.
   The script's own top-level code is never run unless `--run-entrypoint` asks for it.
+- Library signatures: each class the script calls from a training library
+  (readers/script.py `ApiCall`: TrainingArguments, SFTConfig, LoraConfig, Lightning's
+  Trainer, ...) is looked up in a second child of the same interpreter, which reads its
+  signature with `inspect.signature` and never calls it. That child starts in an empty
+  folder of its own and refuses any module whose file lies in the workspace, so nothing
+  from the workspace is imported by it (rules/script_api.py judges the keywords).
 - Memory and disk: what the machine has, against what the run declares
   (`--required-gb`, `--checkpoint-gb` x `--keep` in `--output-dir`).
 
@@ -29,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.model import Location, ReadError, Span
+from .script import ApiCall
 
 CHILD_SOURCE_FILE = Path(__file__).with_name("import_probe_child.py")
 
@@ -51,6 +58,31 @@ class ImportProbe:
     signal: str = ""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signature:
+    """A library class as the chosen interpreter has it: read, never called."""
+
+    outcome: str  # "ok" | "not-a-class" | "no-signature" | "module-not-found" | "exception" | "timeout" | ...
+    library: str  # the top package ("transformers")
+    version: str = ""  # its installed version
+    qualname: str = ""  # where the class is defined ("transformers.training_args.TrainingArguments")
+    params: tuple[str, ...] = ()  # keyword-passable parameter names
+    var_keyword: bool = False  # takes **kwargs: any keyword binds
+    # keyword -> (the string values its Enum/Literal annotation allows, whether any str is
+    # allowed beside them)
+    choices: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
+    detail: str = ""  # why the outcome is not "ok"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiProbe:
+    """One call of a library class in the script, with the installed class's signature."""
+
+    call: ApiCall
+    path: str  # the script, as findings name it
+    signature: Signature
+
+
 @dataclass(frozen=True, kw_only=True)
 class EnvFacts:
     path: str  # the entrypoint (or the module's file, or "(environment)")
@@ -62,6 +94,8 @@ class EnvFacts:
     imports_requested: bool = False
     entry_error: str = ""  # the entrypoint could not be read: why
     probes: tuple[ImportProbe, ...] = ()
+    api: tuple[ApiProbe, ...] = ()  # the script's library calls against installed signatures
+    api_error: str = ""  # the signature probe could not run: why
     timeout_s: float = 0.0
     memory_gb: tuple[float, float] | None = None  # (total, available)
     required_gb: float | None = None
@@ -151,6 +185,8 @@ def _die_with_parent() -> None:
 
 
 def _spawn(python: str, cwd: str | None, job: dict[str, Any]) -> _Child:
+    """Start the probe child. With job["forbid"] (the signature job) PYTHONPATH loses
+    every entry that is relative or inside a forbidden folder (the workspace)."""
     source = CHILD_SOURCE_FILE.read_text(encoding="utf-8")
     kwargs: dict[str, Any] = {}
     if os.name == "posix":
@@ -162,6 +198,11 @@ def _spawn(python: str, cwd: str | None, job: dict[str, Any]) -> _Child:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"
+    if job.get("forbid") and env.get("PYTHONPATH"):
+        roots = [os.path.realpath(f) for f in job["forbid"]]
+        kept = [e for e in env["PYTHONPATH"].split(os.pathsep) if os.path.isabs(e) and not any(
+            os.path.realpath(e) == r or os.path.realpath(e).startswith(r.rstrip(os.sep) + os.sep) for r in roots)]
+        env["PYTHONPATH"] = os.pathsep.join(kept)
     proc = subprocess.Popen([python, "-c", source, json.dumps(job)], cwd=cwd, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, **kwargs)
     lines: "queue.Queue[str | None]" = queue.Queue()
@@ -218,7 +259,8 @@ class PythonUnusable(Exception):
 
 
 def run_items(python: str, cwd: str | None, path0: str, items: list[dict[str, Any]], timeout: float,
-              argv0: str = "", guard: str = "") -> tuple[dict[int, dict[str, Any]], str]:
+              argv0: str = "", guard: str = "",
+              forbid: tuple[str, ...] = ()) -> tuple[dict[int, dict[str, Any]], str]:
     """Run probe items in child processes; results by item id, and the interpreter's
     version. A child that dies or hangs on an item costs only that item: the rest run in
     a fresh child. Raises PythonUnusable when the interpreter cannot run the probe at all."""
@@ -226,7 +268,9 @@ def run_items(python: str, cwd: str | None, path0: str, items: list[dict[str, An
     pending = list(items)
     version = ""
     while pending:
-        job = {"path0": path0, "items": pending, "argv0": argv0, "guard": guard}
+        job: dict[str, Any] = {"path0": path0, "items": pending, "argv0": argv0, "guard": guard}
+        if forbid:
+            job["forbid"] = list(forbid)
         try:
             child = _spawn(python, cwd, job)
         except OSError as e:
@@ -408,6 +452,8 @@ def collect(req: EnvRequest) -> EnvFacts:
     except PythonUnusable as e:
         return _replace(facts, python_error=str(e))
     probes = []
+    api, api_error = _signatures(python, sfacts.api_calls, shown, req.timeout_s,
+                                 forbid=(str(cwd), str(script.parent)))
     for item, (written, names, loc, context) in zip(items, meta):
         r = results.get(item["id"], {"ok": False, "kind": "exception", "message": "no result"})
         probes.append(ImportProbe(
@@ -417,7 +463,45 @@ def collect(req: EnvRequest) -> EnvFacts:
             missing_module=str(r.get("missing_module", "") or ""),
             missing_names=tuple(r.get("names", ()) or ()) if not r.get("ok") else (),
             exit_code=r.get("exit_code"), signal=str(r.get("signal", ""))))
-    return _replace(facts, probes=tuple(probes), python_version=version or facts.python_version)
+    return _replace(facts, probes=tuple(probes), python_version=version or facts.python_version, api=api,
+                    api_error=api_error)
+
+
+def _signatures(python: str, calls: tuple[ApiCall, ...], shown: str, timeout: float,
+                forbid: tuple[str, ...]) -> tuple[tuple[ApiProbe, ...], str]:
+    """Each distinct class the script calls, looked up in a child that starts in an empty
+    folder and refuses modules from `forbid` (the workspace). Never calls a class."""
+    import tempfile
+
+    if not calls:
+        return (), ""
+    keys: dict[tuple[str, str], int] = {}
+    strings: dict[int, set[str]] = {}
+    for call in calls:
+        i = keys.setdefault((call.module, call.attr), len(keys))
+        strings.setdefault(i, set()).update(k.name for k in call.keywords if k.value.known and
+                                            isinstance(k.value.value, str))
+    items = [{"id": i, "kind": "signature", "module": module, "attr": attr, "strings": sorted(strings[i])}
+             for (module, attr), i in keys.items()]
+    if os.sep in python or (os.altsep and os.altsep in python):
+        python = os.path.abspath(python)  # the child starts in another folder
+    with tempfile.TemporaryDirectory(prefix="trainproof-signatures-") as empty:
+        try:
+            results, _ = run_items(python, empty, empty, items, timeout, forbid=forbid)
+        except PythonUnusable as e:
+            return (), str(e)
+    found: dict[int, Signature] = {}
+    for (module, _attr), i in keys.items():
+        r = results.get(i, {"ok": False, "kind": "exception", "message": "no result"})
+        choices = tuple(sorted((str(k), tuple(str(x) for x in v.get("values", ())), bool(v.get("any_str")))
+                               for k, v in (r.get("choices") or {}).items()))
+        found[i] = Signature(
+            outcome="ok" if r.get("ok") else str(r.get("kind", "exception")), library=module.split(".")[0],
+            version=str(r.get("version", "") or ""), qualname=str(r.get("qualname", "") or ""),
+            params=tuple(str(p) for p in r.get("params", ()) or ()), var_keyword=bool(r.get("var_keyword")),
+            choices=choices,
+            detail=str(r.get("message", "") or "") if not r.get("ok") else "")
+    return tuple(ApiProbe(call=c, path=shown, signature=found[keys[(c.module, c.attr)]]) for c in calls), ""
 
 
 def _measure(facts: EnvFacts, req: EnvRequest) -> EnvFacts:
@@ -434,5 +518,5 @@ def _replace(facts: EnvFacts, **changes: Any) -> EnvFacts:
     return replace(facts, **changes)
 
 
-__all__ = ["EnvFacts", "EnvRequest", "ImportProbe", "collect", "run_items", "system_memory_gb",
+__all__ = ["EnvFacts", "EnvRequest", "ImportProbe", "ApiProbe", "Signature", "collect", "run_items", "system_memory_gb",
            "disk_free_gb", "PythonUnusable"]

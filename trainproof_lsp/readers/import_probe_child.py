@@ -21,7 +21,13 @@ refused (kind "entrypoint-not-run"), so the script's top level never runs by way
 self-import or a local module importing it.
 Items: {"id", "kind": "import", "module", "package", "names"}, {"id", "kind": "run",
 "path"} (run a script's top level, only with --run-entrypoint), {"id", "kind": "locate",
-"module"} (find a module's file without importing it or its packages).
+"module"} (find a module's file without importing it or its packages), {"id", "kind":
+"signature", "module", "attr", "strings"} (import a library, look the class up and read
+its signature with `inspect.signature` -- never calling it -- and, for the keywords named
+in "strings", the string values its annotation allows).
+With "forbid": [folders] in the job (the signature job), a module whose file lies in one
+of those folders (the workspace) is refused unless it lies in the interpreter's own
+prefix (a venv inside the project): nothing from the workspace is imported.
 """
 import json
 import os
@@ -88,10 +94,107 @@ def _import(item):
     return {"ok": True, "file": getattr(mod, "__file__", None) or ""}
 
 
+def _is_literal(annotation):
+    return str(getattr(annotation, "__origin__", "")) == "typing.Literal"
+
+
+def _annotation_choices(cls, name):
+    """The string values the annotation of `name` allows, when it names an Enum or a
+    Literal: (values, also_any_str); None when it names neither."""
+    import enum
+
+    annotation = None
+    fields = getattr(cls, "__dataclass_fields__", None)
+    if fields and name in fields:
+        annotation = fields[name].type
+    else:
+        import inspect
+
+        try:
+            parameter = inspect.signature(cls).parameters.get(name)
+        except (TypeError, ValueError):
+            parameter = None
+        if parameter is not None and parameter.annotation is not parameter.empty:
+            annotation = parameter.annotation
+    if isinstance(annotation, str):  # postponed annotations: resolve them, or give up
+        try:
+            import typing
+
+            annotation = typing.get_type_hints(cls).get(name)
+        except Exception:
+            return None
+    if _is_literal(annotation) or not hasattr(annotation, "__args__"):
+        members = (annotation,)
+    else:  # Union[...] / X | Y
+        members = annotation.__args__
+    values = []
+    any_str = False
+    found = False
+    for member in members:
+        if member is str:
+            any_str = True
+        elif isinstance(member, type) and issubclass(member, enum.Enum):
+            found = True
+            values.extend(m.value for m in member if isinstance(m.value, str))
+        elif _is_literal(member):
+            found = True
+            values.extend(v for v in member.__args__ if isinstance(v, str))
+    if not found:
+        return None
+    return values, any_str
+
+
+def _version(module):
+    root = module.split(".")[0]
+    try:
+        from importlib import metadata
+
+        return metadata.version(root)
+    except Exception:
+        return str(getattr(sys.modules.get(root), "__version__", "") or "")
+
+
+def _signature(item):
+    import importlib
+    import inspect
+
+    mod = importlib.import_module(item["module"])
+    obj = mod
+    for part in item["attr"].split("."):
+        obj = getattr(obj, part)
+    version = _version(item["module"])
+    qualname = "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", item["attr"]))
+    if not isinstance(obj, type):
+        return {"ok": False, "kind": "not-a-class", "message": "%s is not a class" % qualname,
+                "version": version, "qualname": qualname}
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError) as e:
+        return {"ok": False, "kind": "no-signature", "message": str(e)[:200], "version": version,
+                "qualname": qualname}
+    params = []
+    var_keyword = False
+    for p in sig.parameters.values():
+        if p.kind == p.VAR_KEYWORD:
+            var_keyword = True
+        elif p.kind != p.POSITIONAL_ONLY and p.kind != p.VAR_POSITIONAL:
+            params.append(p.name)
+    choices = {}
+    for name in item.get("strings") or []:
+        if name in params:
+            found = _annotation_choices(obj, name)
+            if found is not None:
+                choices[name] = {"values": found[0][:200], "any_str": found[1]}
+    return {"ok": True, "params": params[:1000], "var_keyword": var_keyword, "choices": choices,
+            "version": version, "qualname": qualname, "file": getattr(mod, "__file__", None) or ""}
+
+
 def _probe(item):
     try:
         if item["kind"] == "locate":
             return _locate(item["module"])
+        if item["kind"] == "signature":
+            return _signature(item)
         if item["kind"] == "run":
             import runpy
 
@@ -144,6 +247,50 @@ class _GuardEntrypoint(object):
         return None
 
 
+class WorkspaceNotImported(ImportError):
+    """The module would be imported from the workspace, which the signature probe never does."""
+
+
+class _GuardFolders(object):
+    """First on sys.meta_path in the signature job: a module whose file lies in one of
+    `folders` (the workspace) is refused, unless it lies under the interpreter's own
+    prefix (its site-packages, a venv kept inside the project)."""
+
+    def __init__(self, folders):
+        import importlib.machinery
+
+        self.folders = [os.path.realpath(f) for f in folders]
+        allowed = set([sys.prefix, sys.exec_prefix, getattr(sys, "base_prefix", sys.prefix)])
+        try:  # the interpreter's own site folders (a user site under the home folder too)
+            import site
+
+            allowed.update(site.getsitepackages())
+            allowed.add(site.getusersitepackages())
+        except Exception:
+            pass
+        self.allowed = [os.path.realpath(p) for p in allowed if p]
+        self.path_finder = importlib.machinery.PathFinder
+
+    @staticmethod
+    def _under(path, folder):
+        return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+    def find_spec(self, fullname, path=None, target=None):
+        spec = self.path_finder.find_spec(fullname, path)
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        if origin and origin not in ("built-in", "frozen"):
+            real = os.path.realpath(origin)
+            if any(self._under(real, f) for f in self.folders) and \
+                    not any(self._under(real, a) for a in self.allowed):
+                raise WorkspaceNotImported("%r would be imported from the workspace (%s)" % (fullname, origin),
+                                           name=fullname)
+        return None
+
+    def find_module(self, fullname, path=None):
+        self.find_spec(fullname, path)
+        return None
+
+
 def main():
     job = json.loads(sys.argv[1])
     proto = os.fdopen(os.dup(1), "w")
@@ -161,6 +308,10 @@ def main():
         pass
     sys.argv = [job.get("argv0") or "-"]
     sys.path[0] = job["path0"]
+    if job.get("forbid"):
+        # `python -c` put the working folder first; the signature job's path0 is an empty
+        # folder of its own, and no entry of sys.path may lead into the workspace.
+        sys.meta_path.insert(0, _GuardFolders(job["forbid"]))
     if job.get("guard"):
         sys.meta_path.insert(0, _GuardEntrypoint(job["guard"]))
     emit({"hello": sys.version.split()[0], "executable": sys.executable})

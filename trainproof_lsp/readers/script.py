@@ -9,7 +9,11 @@ What is read:
 - every `*Trainer(...)` call: which config it gets (`args=`) and whether it gets an
   `eval_dataset`;
 - every import statement with its context (module level, inside a function, optional
-  under `try/except ImportError`, under `if TYPE_CHECKING`), for `env`.
+  under `try/except ImportError`, under `if TYPE_CHECKING`), for `env`;
+- every call of a class imported from a training library (`API_ROOTS`: `TrainingArguments`,
+  `LoraConfig`, `BitsAndBytesConfig`, `SFTTrainer`, Lightning's `Trainer`, ...), resolved
+  through the script's own imports to the module and attribute it names, with each
+  keyword's name and span: `env` binds them to the installed class's signature.
 
 Every value carries the span of its source text, so findings land on the exact line.
 """
@@ -31,6 +35,11 @@ CONFIG_CLASSES = (
     "OnlineDPOConfig", "BCOConfig", "XPOConfig", "NashMDConfig", "RLOOConfig",
 )
 _OPTIONAL_EXCEPTIONS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+# The training libraries whose classes' keywords `env` binds to the installed signatures:
+# the ones whose configs renamed or removed keywords between releases (transformers 4 -> 5,
+# TRL's configs, PEFT, Lightning 1 -> 2, accelerate, bitsandbytes).
+API_ROOTS = frozenset({"transformers", "trl", "peft", "lightning", "pytorch_lightning", "accelerate",
+                       "bitsandbytes"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +82,26 @@ class ImportLine:
     context: str  # "module" | "function" | "optional" | "type-checking"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiKeyword:
+    name: str
+    name_span: Span  # the keyword's name alone: what a rename replaces
+    value: Value
+    quoted: bool = False  # a key of a `**{...}` dict: the name is inside quotes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiCall:
+    """A call of a class imported from one of API_ROOTS, as the script's imports name it."""
+
+    written: str  # the callee as written ("TrainingArguments", "L.Trainer")
+    module: str  # the module the name was imported from ("transformers", "lightning")
+    attr: str  # the attribute path inside it ("TrainingArguments", "pytorch.Trainer")
+    span: Span  # the call
+    keywords: tuple[ApiKeyword, ...]
+    opaque: bool = False  # has **kwargs whose keys are unknown
+
+
 @dataclass(frozen=True, kw_only=True)
 class ScriptFacts:
     path: str
@@ -81,6 +110,7 @@ class ScriptFacts:
     imports: tuple[ImportLine, ...] = ()
     calls_evaluate: bool = False  # `.evaluate(` appears: evaluation may be run by hand
     has_main_guard: bool = False
+    api_calls: tuple[ApiCall, ...] = ()
     source_lines: tuple[str, ...] = field(default=(), repr=False)
 
 
@@ -131,6 +161,10 @@ class _Reader:
         self.imports: list[ImportLine] = []
         self.calls_evaluate = False
         self.attr_assigns: list[tuple[str, ast.Assign]] = []
+        # Names the imports bind: local name -> (module, attribute path inside it; "" for
+        # the module itself). A name bound twice keeps the last binding.
+        self.bindings: dict[str, tuple[str, str]] = {}
+        self.class_calls: list[tuple[list[str], ast.Call, str]] = []
 
     def span(self, node: _Located) -> Span:
         return _fix_columns(_span(node), self.lines)
@@ -262,9 +296,12 @@ class _Reader:
                     break
         trainers = [self.trainer(cls, call, scope) for cls, call, scope in self.trainers]
         has_main = any(_is_main_guard(n) for n in self.tree.body)
+        api = [a for a in (self.api_call(chain, call, scope) for chain, call, scope in self.class_calls)
+               if a is not None]
+        api.sort(key=lambda a: (a.span.start_line, a.span.start_char))
         return ScriptFacts(path=self.path, configs=tuple(self.configs), trainers=tuple(trainers),
                            imports=tuple(self.imports), calls_evaluate=self.calls_evaluate,
-                           has_main_guard=has_main, source_lines=tuple(self.text_lines))
+                           has_main_guard=has_main, api_calls=tuple(api), source_lines=tuple(self.text_lines))
 
     def walk(self, root: ast.AST, scope: str, context: str) -> None:
         todo: list[tuple[ast.AST, str, str, str | None]] = [(root, scope, context, None)]
@@ -303,6 +340,9 @@ class _Reader:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
                     self.attr_assigns.append((scope, node))
             if isinstance(node, ast.Call):
+                chain = _dotted(node.func)
+                if chain and chain[-1][:1].isupper():
+                    self.class_calls.append((chain, node, scope))
                 name = _call_name(node.func)
                 if name in CONFIG_CLASSES:
                     self.add_config(name, node, scope, assigned)
@@ -318,9 +358,18 @@ class _Reader:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 self.imports.append(ImportLine(module=alias.name, level=0, names=(), span=span, context=context))
+                if alias.asname:  # import a.b as c: c is a.b
+                    self.bindings[alias.asname] = (alias.name, "")
+                else:  # import a.b: a is bound, a.b reached through it
+                    root = alias.name.split(".")[0]
+                    self.bindings[root] = (root, "")
         else:
             if node.module == "__future__":
                 return
+            if not node.level and node.module:
+                for alias in node.names:
+                    if alias.name != "*":
+                        self.bindings[alias.asname or alias.name] = (node.module, alias.name)
             self.imports.append(ImportLine(module=node.module or "", level=node.level or 0,
                                            names=tuple(a.name for a in node.names), span=span, context=context))
 
@@ -338,6 +387,67 @@ class _Reader:
                 kwargs[kw.arg] = self.value(kw.value, scope)
         self.configs.append(ConfigCall(cls=cls, span=self.span(call), kwargs=kwargs, var=var, scope=scope,
                                        opaque=opaque))
+
+    def api_call(self, chain: list[str], call: ast.Call, scope: str) -> ApiCall | None:
+        """The call resolved through the imports to a class of API_ROOTS; None otherwise
+        (a local class, a name assigned rather than imported)."""
+        bound = self.bindings.get(chain[0])
+        if bound is None:
+            return None
+        module, attr = bound
+        if module.split(".")[0] not in API_ROOTS:
+            return None
+        attr = ".".join([p for p in (attr, *chain[1:]) if p])
+        if not attr:
+            return None
+        keywords: list[ApiKeyword] = []
+        opaque = False
+        for kw in call.keywords:
+            if kw.arg is not None:
+                start = self.span(kw)
+                name_span = Span(start.start_line, start.start_char, start.start_line,
+                                 start.start_char + len(kw.arg))
+                keywords.append(ApiKeyword(name=kw.arg, name_span=name_span, value=self.value(kw.value, scope)))
+                continue
+            extra = self.star_keywords(kw.value, scope)
+            if extra is None:
+                opaque = True
+            else:
+                keywords.extend(extra)
+        return ApiCall(written=".".join(chain), module=module, attr=attr, span=self.span(call),
+                       keywords=tuple(keywords), opaque=opaque)
+
+    def star_keywords(self, node: ast.AST, scope: str) -> list[ApiKeyword] | None:
+        """The keys of `**{...}` / `**dict(...)` (or a name assigned one once) with the span
+        of each key's name; None when they are not all written out."""
+        if isinstance(node, ast.Name):
+            target = self.lookup(node.id, scope)
+            if target is None or target.value is None:
+                return None
+            node = target.value
+        out: list[ApiKeyword] = []
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                    return None
+                span = self.span(k)
+                text = self.text(k)
+                # a plain one-line "key" or 'key': the name sits between the quotes
+                plain = len(text) == len(k.value) + 2 and text[0] in "'\"" and span.start_line == span.end_line
+                name_span = Span(span.start_line, span.start_char + 1, span.end_line, span.end_char - 1) \
+                    if plain else span
+                out.append(ApiKeyword(name=k.value, name_span=name_span, value=self.value(v, scope), quoted=plain))
+            return out
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
+            for kw in node.keywords:
+                if kw.arg is None:
+                    return None
+                start = self.span(kw)
+                out.append(ApiKeyword(name=kw.arg, name_span=Span(start.start_line, start.start_char,
+                                                                  start.start_line, start.start_char + len(kw.arg)),
+                                      value=self.value(kw.value, scope)))
+            return out
+        return None
 
     def trainer(self, cls: str, call: ast.Call, scope: str) -> TrainerCall:
         args_node: ast.expr | None = None
@@ -363,6 +473,18 @@ class _Reader:
             eval_value = Value(known=False, value=None, span=self.span(eval_node), text=self.text(eval_node))
         return TrainerCall(cls=cls, span=self.span(call), config=config, config_unknown=unknown,
                            eval_dataset=eval_value)
+
+
+def _dotted(func: ast.AST) -> list[str] | None:
+    """`a.b.C` -> ["a", "b", "C"]; None for anything but names and attributes."""
+    parts: list[str] = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name):
+        return None
+    parts.append(func.id)
+    return parts[::-1]
 
 
 def _binop(op: ast.operator, a: float, b: float) -> float | None:

@@ -11,8 +11,11 @@ from typing import Any, TypeVar
 from ..core.model import Level, Run
 from . import chance, compare, dead, degenerate, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
 from . import loss_scale
+from . import preference, rl
 from . import checkpoint, entrypoint, env, script, script_best_strategy
+from . import script_api
 from . import dataset, tokenizer, tokens
+from . import speech
 from . import bundle
 from .base import ANY, METRICS, Context, Family, Rule, Skip
 
@@ -55,6 +58,8 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     nonfinite.NAN_GRAD_RULE,
     nonfinite.OVERFLOW_RULE,
     *loss_scale.RULES,  # rules/loss_scale.py: fp16 loss scale halving to its floor, and at it
+    *preference.RULES,  # rules/preference.py: DPO-family runs by their reward margins and log-probs
+    *rl.RULES,  # rules/rl.py: GRPO/PPO-family runs by their rewards, KL, entropy, lengths
     zero.ZERO_LOSS_RULE,
     zero.ZERO_ONSET_RULE,
     zero.ZERO_GRAD_RULE,
@@ -96,10 +101,12 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     *script.RULES,
     script_best_strategy.RULE,  # rules/script_best_strategy.py
     *env.RULES,
+    *script_api.RULES,  # rules/script_api.py: the script's library calls against installed signatures
     entrypoint.FROM_CWD_RULE,
     *dataset.DATASET_RULES,  # rules/dataset.py, rules/tokens.py, rules/tokenizer.py
     *tokens.TOKEN_RULES,
     *tokenizer.TOKENIZER_RULES,
+    *speech.SPEECH_RULES,  # rules/speech.py: speech/TTS listings and their audio
     *bundle.RULES,  # rules/bundle.py: an output folder's files checked against each other
     SKIPPED_RECORDS,
     NOT_CHECKED,
