@@ -183,6 +183,12 @@ class BundleFacts:
     base_folder: str | None = None
     run: RunSettings = field(default_factory=RunSettings)
     notes: tuple[str, ...] = ()  # files that could not be read, and why
+    unread: tuple[str, ...] = ()  # names of the folder's files that could not be read
+
+    def readable(self, name: str) -> bool:
+        """The file is there and was read (a rule comparing it stands down otherwise:
+        an unreadable generation_config.json is no licence to judge config.json's ids)."""
+        return name in self.files and name not in self.unread
 
     def path(self, name: str) -> str:
         return str(Path(self.folder) / name)
@@ -629,9 +635,19 @@ def read_bundle(folder: Path | str, *, render_template: bool = True) -> BundleFa
         raise ReadError(f"{folder}: not a folder")
     files = bundle_files(folder)
     notes: list[str] = []
-    config = _json_keys(folder / "config.json", _CONFIG_KEYS, notes) if "config.json" in files else {}
-    generation = (_json_keys(folder / "generation_config.json", _GENERATION_KEYS, notes)
-                  if "generation_config.json" in files else {})
+    unread: list[str] = []
+
+    def keys(name: str, wanted: tuple[str, ...]) -> dict[str, Sourced]:
+        if name not in files:
+            return {}
+        before = len(notes)
+        got = _json_keys(folder / name, wanted, notes)
+        if len(notes) > before:
+            unread.append(name)
+        return got
+
+    config = keys("config.json", _CONFIG_KEYS)
+    generation = keys("generation_config.json", _GENERATION_KEYS)
     tok: TokenizerFiles | None = None
     size: Sourced | None = None
     end: TemplateEnd | None = None
@@ -646,8 +662,10 @@ def read_bundle(folder: Path | str, *, render_template: bool = True) -> BundleFa
                 size = read_tokenizer_size(folder / "tokenizer.json")
         except ReadError as e:
             notes.append(str(e))
+            unread.append("tokenizer")
         except OSError as e:
             notes.append(f"{folder}: tokenizer files: {e.strerror or e}")
+            unread.append("tokenizer")
         if tok is not None and render_template and tok.chat_template is not None:
             end, template_note = read_template_end(tok)
     weights = read_weights(folder, notes)
@@ -656,7 +674,7 @@ def read_bundle(folder: Path | str, *, render_template: bool = True) -> BundleFa
     base_config: dict[str, Sourced] = {}
     base_folder: Path | None = None
     if ADAPTER_CONFIG in files:
-        settings = _json_keys(folder / ADAPTER_CONFIG, _ADAPTER_KEYS, notes)
+        settings = keys(ADAPTER_CONFIG, _ADAPTER_KEYS)
         aw: Weights | None = None
         lora_b: LoraB | None = None
         wfile = next((folder / n for n in ADAPTER_WEIGHTS if n in files), None)
@@ -676,7 +694,7 @@ def read_bundle(folder: Path | str, *, render_template: bool = True) -> BundleFa
         folder=str(folder), files=files, config=config, generation=generation, tokenizer=tok,
         tokenizer_size=size, template_end=end, template_note=template_note, weights=weights, adapter=adapter,
         base=base, base_config=base_config, base_folder=str(base_folder) if base_folder is not None else None,
-        run=read_run_settings(folder), notes=tuple(notes))
+        run=read_run_settings(folder), notes=tuple(notes), unread=tuple(unread))
 
 
 __all__ = ["BundleFacts", "Weights", "Tensor", "Adapter", "LoraB", "TemplateEnd", "RunSettings", "read_bundle",

@@ -73,7 +73,15 @@ skipped with the reason.
 """
 
 
+def _unread(b: BundleFacts, *names: str) -> None:
+    """Stand down when a file the comparison needs is there but could not be read."""
+    bad = [n for n in names if n in b.files and not b.readable(n)]
+    if bad:
+        raise Skip(f"{', '.join(bad)} could not be read (see the NOT-CHECKED finding)")
+
+
 def _stop_ids(b: BundleFacts) -> Sourced | None:
+    _unread(b, "generation_config.json", "config.json")
     for where in (b.generation, b.config):
         s = where.get("eos_token_id")
         if s is not None and _ids(s.value):
@@ -131,6 +139,7 @@ tokenizer's is one of them. It is a WARN: a config id no code path uses is harml
 
 def check_special_ids(b: BundleFacts, limits: NoLimits, ctx: BundleContext) -> Iterator[Hit]:
     tok = b.tokenizer
+    _unread(b, "generation_config.json", "config.json")
     if not b.config and not b.generation:
         raise Skip("no config.json or generation_config.json in the folder")
     compared = 0
@@ -216,6 +225,7 @@ def check_vocab(b: BundleFacts, limits: NoLimits, ctx: BundleContext) -> Iterato
                       location=_at(size),
                       related=(Related(location=_tensor_at(emb), message=f"{emb.name} {list(emb.shape)}"),))
         return
+    _unread(b, "config.json")
     vocab = b.config.get("vocab_size")
     if vocab is None or not isinstance(vocab.value, int):
         raise Skip("no embedding in the folder's weights and no vocab_size in config.json")
@@ -254,6 +264,7 @@ def check_new_tokens(b: BundleFacts, limits: NoLimits, ctx: BundleContext) -> It
     ad = b.adapter
     if ad is None:
         raise Skip("no adapter_config.json in the folder")
+    _unread(b, "adapter_config.json")
     size = b.tokenizer_size
     if size is None:
         raise Skip("no readable tokenizer.json in the adapter folder")
@@ -322,6 +333,7 @@ def _targets(b: BundleFacts) -> tuple[Sourced, list[str], list[str], Weights]:
     ad = b.adapter
     if ad is None:
         raise Skip("no adapter_config.json in the folder")
+    _unread(b, "adapter_config.json")
     tm = ad.settings.get("target_modules")
     if tm is None or not (isinstance(tm.value, str) or isinstance(tm.value, list)):
         raise Skip("adapter_config.json sets no target_modules")
@@ -483,6 +495,7 @@ def check_rank(b: BundleFacts, limits: NoLimits, ctx: BundleContext) -> Iterator
     ad = b.adapter
     if ad is None or ad.weights is None:
         raise Skip("no adapter_model.safetensors in the folder")
+    _unread(b, "adapter_config.json")
     r = ad.settings.get("r")
     if r is None or not isinstance(r.value, int) or isinstance(r.value, bool):
         raise Skip("adapter_config.json sets no r")
@@ -619,6 +632,7 @@ when config.json does not say (the model type's default is not assumed).
 
 
 def check_no_head(b: BundleFacts, limits: NoLimits, ctx: BundleContext) -> Iterator[Hit]:
+    _unread(b, "config.json")
     tie = b.config.get("tie_word_embeddings")
     if tie is None:
         raise Skip("config.json does not set tie_word_embeddings")
