@@ -17,6 +17,7 @@ import pytest
 
 from trainproof_lsp.rules import BY_ID, METRICS, REGISTRY, metric_rules, rules_of
 from trainproof_lsp.rules import checkpoint, compare, dataset, env, script, script_best_strategy, tokenizer, tokens
+from trainproof_lsp.rules import speech
 from trainproof_lsp.rules.base import ANY
 
 
@@ -26,6 +27,7 @@ def test_each_fact_family_holds_exactly_its_modules_rules_in_registry_order():
     assert rules_of(script.SCRIPT) == (*script.RULES, script_best_strategy.RULE)
     assert rules_of(tokenizer.TOKENIZER) == tokenizer.TOKENIZER_RULES
     assert rules_of(dataset.DATASET) == dataset.DATASET_RULES
+    assert rules_of(speech.SPEECH) == speech.SPEECH_RULES
 
 
 def test_comparison_rules_are_the_compare_modules_checked_rules():
@@ -50,12 +52,12 @@ def test_metric_family_is_every_checked_metrics_rule():
 
 
 def test_every_registry_rule_is_in_exactly_one_family_with_a_known_kind():
-    kinds = {"metrics", "comparison", "checkpoint", "script", "env", "dataset", "tokenizer", "any"}
+    kinds = {"metrics", "comparison", "checkpoint", "script", "env", "dataset", "tokenizer", "speech", "any"}
     assert {r.applies_to for r in REGISTRY} == kinds
     families = {id(r.family) for r in REGISTRY}
     covered = sum(len(rules_of(f)) for f in {id(r.family): r.family for r in REGISTRY}.values())
     assert covered == sum(1 for r in REGISTRY if r.check is not None)
-    assert len(families) == 10  # metrics, any, comparison, checkpoint, script, env, dataset, tokens, templates, tokenizer
+    assert len(families) == 11  # + speech  # metrics, any, comparison, checkpoint, script, env, dataset, tokens, templates, tokenizer
 
 
 # --- the families are types: mypy refuses a check or a subject of another family ----------------

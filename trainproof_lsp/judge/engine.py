@@ -48,6 +48,8 @@ from .coverage import too_short
 from .dataset_pairs import pair_datasets
 from .bundle import judge_bundles
 from .preflight import judge_dataset, judge_datasets, judge_tokenizer
+from .speech import judge_speech, judge_speech_paths
+from ..readers.speech import folder_layout as speech_folder
 from .wandb_run import FORMAT as WANDB_FORMAT, read_wandb_run
 
 # Formats whose records are the file's rows in order, so a step going back is a row
@@ -312,6 +314,8 @@ def judge_file(path: Path, config: Config, *, data: bytes | None = None,
         return judge_script(path, config, data=data)
     if detected.kind == "dataset":
         return judge_dataset(path, config, data=data)
+    if detected.kind == "speech":  # an editor buffer's audio is read on one core (judge/speech.py)
+        return judge_speech(path, config, data=data, jobs=1 if data is not None else None)
     if detected.kind != "metrics":
         reason = f"{name}: {detected.reason or 'not a training log this version can read'}"
         return not_checked(name, detected.kind, detected.format, reason)
@@ -460,7 +464,11 @@ def doctor(paths: Iterable[Path], config: Config, *,
     not_judged: list[NotJudged] = []
     passed_over: list[NotJudged] = []
     files: list[Path] = []
+    speech_files: list[Path] = []
     for p in paths:
+        if p.is_dir() and speech_folder(p) is not None:  # audio with .lab/.txt beside it, VCTK: one listing
+            reports.append(judge_speech(p, config))
+            continue
         if p.is_dir():
             found, named = walk_folder(p)
             passed_over.extend(named)
@@ -509,6 +517,9 @@ def doctor(paths: Iterable[Path], config: Config, *,
         if detected.kind == "dataset":  # judged below, eval files beside their training files
             dataset_files.append(f)
             continue
+        if detected.kind == "speech":  # judged below, eval listings beside their training listings
+            speech_files.append(f)
+            continue
         if detected.kind in ("checkpoint", "script"):  # read without running: never unpickled, never imported
             reports.append(judge_file(f, config, reference=reference))
             continue
@@ -520,6 +531,7 @@ def doctor(paths: Iterable[Path], config: Config, *,
             continue
         metric_files.append((f, detected))
     reports.extend(judge_dataset_files(dataset_files, config, roots=[p for p in paths if p.is_dir()]))
+    reports.extend(judge_speech_paths(speech_files, config))
     reports.extend(_judge_metric_files(metric_files, config, not_judged, also))
     reports.extend(judge_tokenizer_folders(tokenizer_folders, config, passed_over))
     # Each output folder's files checked against each other (judge/bundle.py): one report a folder.

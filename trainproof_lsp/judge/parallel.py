@@ -594,10 +594,19 @@ def run_preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Pat
     if url is not None:
         return Outcome(reports=(), error=f"{url}: URLs are read on a Dask cluster only (--dask ADDRESS)")
     jobs = jobs or default_jobs()
+    from .speech import preflight_speech  # start-up: speech listings only (their audio read on `jobs` processes)
+
+    spoken, paths, eval_path, tokenizer_dir = preflight_speech(paths, config, eval_path=eval_path,
+                                                               tokenizer_dir=tokenizer_dir, jobs=jobs)
+    if spoken and not paths and eval_path is None and tokenizer_dir is None:
+        return Outcome(reports=tuple(spoken))
     if jobs == 1:
-        return pre.preflight(paths, config, eval_path=eval_path, tokenizer_dir=tokenizer_dir, max_len=max_len)
-    return preflight_jobs(paths, config, jobs=jobs, eval_path=eval_path, tokenizer_dir=tokenizer_dir,
-                          max_len=max_len, progress=Progress)
+        outcome = pre.preflight(paths, config, eval_path=eval_path, tokenizer_dir=tokenizer_dir, max_len=max_len)
+    else:
+        outcome = preflight_jobs(paths, config, jobs=jobs, eval_path=eval_path, tokenizer_dir=tokenizer_dir,
+                                 max_len=max_len, progress=Progress)
+    return Outcome(reports=tuple(spoken) + outcome.reports, not_judged=outcome.not_judged,
+                   passed_over=outcome.passed_over, error=outcome.error)
 
 
 __all__ = ["run_preflight", "plan_parts", "scan_part", "merge_parts", "scan_files", "duplicates_of", "hash_pieces",

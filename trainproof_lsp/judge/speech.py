@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Sequence
 from ..core.config import Config
 from ..core.model import Artefact, Check, Finding, ReadError, Report, Span
 from ..readers.audio import SampleOptions
+from ..readers.common import open_regular
 from ..readers.speech import SpeechListing, SpeechScan, list_speech, listing_layout, scan_speech
 from ..rules.speech import CLIPPING, EVAL_RULES, SAMPLE_RULES, SILENCE, SPEECH_RULES, TOKENIZER_RULES, \
     SpeechContext
@@ -161,4 +162,31 @@ def judge_speech_paths(paths: Iterable[Path], config: Config, *, eval_path: Path
     return reports
 
 
-__all__ = ["judge_speech", "judge_speech_paths", "speech_report", "scan", "is_speech_listing", "KIND"]
+__all__ = ["judge_speech", "judge_speech_paths", "preflight_speech", "speech_report", "scan", "is_speech_listing", "KIND"]
+
+
+def preflight_speech(paths: Sequence[Path | str], config: Config, *, eval_path: Path | str | None = None,
+                     tokenizer_dir: Path | str | None = None, jobs: int | None = None
+                     ) -> tuple[list[Report], list[Path | str], Path | str | None, Path | str | None]:
+    """`preflight`'s speech listings judged here; (their reports, the other datasets, the
+    eval file when it is not a speech listing, the tokenizer for the rest: None when it is
+    a SentencePiece model the speech listings used)."""
+    def speech(p: Path | str) -> bool:
+        path = Path(p)
+        if "://" in str(p) or not path.is_file():
+            return False
+        try:
+            with open_regular(path) as fh:
+                return is_speech_listing(path, fh.read(65536))
+        except OSError:
+            return False
+
+    mine = [Path(p) for p in paths if speech(p)]
+    rest = [p for p in paths if not (Path(p) in mine and "://" not in str(p))]
+    speech_eval = eval_path is not None and speech(eval_path)
+    if not mine and not speech_eval:
+        return [], list(paths), eval_path, tokenizer_dir
+    reports = judge_speech_paths(mine, config, eval_path=Path(eval_path) if speech_eval and eval_path else None,
+                                 tokenizer=tokenizer_dir, jobs=jobs, show_progress=True)
+    spm = tokenizer_dir is not None and Path(tokenizer_dir).suffix == ".model"
+    return reports, rest, None if speech_eval else eval_path, None if spm else tokenizer_dir
