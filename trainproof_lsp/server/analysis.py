@@ -174,7 +174,8 @@ def _judge_buffer(path: Path, text: str | None, lines: list[str] | None, config:
         text = "\n".join(lines or ())
     try:
         if kind.kind == "config":
-            return _judge_tokenizer(path, config), None, ""
+            report = _judge_tokenizer(path, config)
+            return report, None, "" if report is not None else "model config: nothing beside it in its folder to judge"
         data = text.encode("utf-8", "replace")
         return engine.judge_file(path, config, data=data), data, ""
     except Exception as e:  # never a dead server: say what happened on the document
@@ -183,12 +184,12 @@ def _judge_buffer(path: Path, text: str | None, lines: list[str] | None, config:
         return engine.not_checked(str(path), kind.kind, kind.format, reason), None, ""
 
 
-def _judge_tokenizer(path: Path, config: "Config") -> Report:
-    """A tokenizer file is judged with its folder, from disk (the rules need the other
-    files of the folder too)."""
-    from ..judge.preflight import judge_tokenizer
+def _judge_tokenizer(path: Path, config: "Config") -> Report | None:
+    """A tokenizer or model settings file is judged with its folder, from disk (the rules
+    need the other files of the folder too): server/bundle.py."""
+    from .bundle import judge_config_file
 
-    return judge_tokenizer(path.parent, config)
+    return judge_config_file(path, config)
 
 
 class Analyzer:

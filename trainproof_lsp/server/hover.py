@@ -16,6 +16,7 @@ from lsprotocol import types as lsp
 
 from ..core.model import LOSS, Finding, Run
 from ..core.text import printable
+from . import bundle
 from .state import TrainproofServer
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -134,9 +135,10 @@ async def on_hover(ls: TrainproofServer, params: lsp.HoverParams) -> lsp.Hover |
     line = params.position.line
     here = [f for f in result.findings if (f.location.span is None and line == 0) or (
         f.location.span is not None and f.location.span.start_line <= line <= f.location.span.end_line)]
-    if not here:
-        return None
+    if not here:  # an eos/bos/pad id line still lists what each file of its folder says
+        return await bundle.with_id_hover(tp, doc, line, None)
     run = None
     if result.kind.kind == "metrics":  # the log is re-read for the picture: off the loop
         run = await asyncio.get_running_loop().run_in_executor(tp.analyzer.executor, result.run, doc.path)
-    return to_hover(here, run, tp.features.hover_markdown, tp.presentation.shown)
+    return await bundle.with_id_hover(tp, doc, line, to_hover(here, run, tp.features.hover_markdown,
+                                                             tp.presentation.shown))

@@ -39,7 +39,9 @@ def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKi
 
     head = head[:HEAD_BYTES]
     if path.name in MODEL_CONFIGS or path.name in TOKENIZER_FILES:
-        return DocKind("config", path.name, lint=path.name in TOKENIZER_FILES)
+        # Judged with their folder: tokenizer files by the tokenizer rules, every settings
+        # file by the bundle rules when its folder holds a bundle (server/bundle.py).
+        return DocKind("config", path.name)
     detected = detect(path, head)
     if detected.kind in ("metrics", "dataset", "script"):
         return DocKind(detected.kind, detected.format, detected.reason)
@@ -50,4 +52,3 @@ def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKi
         if configured or imports_training_framework(head):
             return DocKind("script", "python", detected.reason, lint=False)
     return DocKind("other", detected.format, detected.reason, lint=False)
-
