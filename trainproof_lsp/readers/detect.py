@@ -11,6 +11,7 @@ from .coqui import looks_like_coqui
 from .lfs import FORMAT as LFS_FORMAT, KIND as LFS_KIND, pointer_reason, pointer_size
 from .metrics import ALIASES, STEP_ALIASES
 from .script import CONFIG_CLASSES
+from .speech import listing_layout as speech_layout
 from .stdout_log import looks_like_stdout_log
 from .stacks import LLAMAFACTORY_STEP_KEY, SWIFT_STEP_KEY
 from .torchtune import looks_like_torchtune
@@ -99,6 +100,9 @@ def detect(path: Path, head: bytes) -> Detected:
         return Detected("metrics", WANDB_FORMAT)
     if name in RESIDENTS:
         return Detected("resident", name, RESIDENTS[name])
+    layout = speech_layout(path, head)  # a NeMo manifest, LJSpeech/XTTS metadata: readers/speech.py
+    if layout is not None:
+        return Detected("speech", layout, "speech dataset (audio with transcripts)")
     if name in _TRAINER_STATE or (suffix == ".json" and b'"log_history"' in head):
         return Detected("metrics", "hf-trainer-state")
     if lower.endswith(_SHARDED_INDEX):
