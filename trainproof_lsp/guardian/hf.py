@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import Config
 from ..readers.adjacent import CLASSIFIER_SUFFIXES
+from ..readers.metrics import objective_values
 from ..readers.trainer_state import SERIES_KEYS as TRAINER_STATE_KEYS
 from .core import Guardian, Stop, lazy_callback_class
 from .incremental import Schedule
@@ -54,8 +55,12 @@ def model_classes(model: Any) -> tuple[int | None, str | None]:
 
 
 def entry_metrics(logs: dict[str, Any]) -> dict[str, Any]:
-    """An on_log dict as canonical series -> value, by the trainer_state reader's table."""
-    return {series: logs[key] for series, key in TRAINER_STATE_KEYS if key in logs}
+    """An on_log dict as canonical series -> value, by the trainer_state reader's table, with
+    the reward, margin, KL... series of a TRL DPO/GRPO trainer under theirs (so the live
+    verdict applies the preference and RL rules, as `epoch` on its trainer_state.json does)."""
+    out = {series: logs[key] for series, key in TRAINER_STATE_KEYS if key in logs}
+    out.update(objective_values(logs))
+    return out
 
 
 class _HFMethods:

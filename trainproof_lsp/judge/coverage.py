@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..core.model import EVAL_LOSS, LOSS, LOSS_EPOCH, Run
 from ..rules import BY_ID
 from ..rules._views import is_too_short
+from ..rules.objective import RL, objective_of, stand_down, too_short_for_rewards
 
 if TYPE_CHECKING:
     from ..core.config import Config
@@ -26,10 +27,13 @@ TREND_RULES = ("TP-DEAD-RUN", "TP-DIVERGE")
 def too_short(run: Run, config: "Config") -> tuple[str, int | None] | None:
     """(reason, record of the last loss point) when every enabled trend check lacks points;
     None when one of them has enough, or none is enabled (then nothing was asked)."""
+    objective = objective_of(run)
+    if objective is not None and objective[0] is RL:  # its loss is not a learning curve
+        return too_short_for_rewards(run)
     reasons = []
     for rule_id in TREND_RULES:
         rule = BY_ID[rule_id]
-        if not config.enabled(rule):
+        if not config.enabled(rule) or stand_down(run, rule_id):
             continue
         reason = is_too_short(run, config.limits_for(rule).min_points)
         if reason is None:

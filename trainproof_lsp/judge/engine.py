@@ -16,7 +16,7 @@ from ..core.caps import DEFAULT_CAPS, MIB, not_regular
 from ..core.config import Config
 from ..core.formats import (checkpoint_step, formats_of, is_candidate, is_run_marker, is_skipped_folder, run_root,
                             sniff_checkpoint, suffixes)
-from ..core.model import (EVAL_LOSS, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
+from ..core.model import (EVAL_LOSS, LEVEL_RANK, LOSS, Artefact, Check, Finding, Level, Location, NotJudged, Outcome, ReadError,
                           Related, Report, Run, Segment, Series, Span, Verdict)
 from ..readers.checkpoint import CheckpointError, CheckpointFacts, LfsPointerError, Problem, read_checkpoint
 from ..readers.common import open_regular, read_regular
@@ -41,6 +41,7 @@ from ..rules.env import ENV, IMPORT_FAIL_RULE
 from ..rules.script import SCRIPT
 from ..rules.eventfile import CORRUPT_RULE, TRUNCATED_RULE
 from ..rules.nonfinite import NAN_RULE
+from ..rules.objective import leads, stand_down
 from ..rules.steps import APPENDED_RULE as APPENDED_RUNS, seams
 # The judges' shared pieces, here too under their old names (engine.not_checked, ...).
 from .base import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
@@ -112,6 +113,8 @@ def _judge_one(run: Run, config: Config, *, kind: str = "metrics",
                extra: Iterable[Finding] = ()) -> Report:
     ctx = _context(run, config)
     def missing_series(rule: Rule[Run, Context]) -> str | None:
+        if down := stand_down(run, rule.id):  # a preference/RL run's loss (rules/objective.py)
+            return down
         missing = [name for name in rule.needs if run.get(name) is None]
         return f"no {' or '.join(missing)} series in the log" if missing else None
 
@@ -129,6 +132,7 @@ def _judge_one(run: Run, config: Config, *, kind: str = "metrics",
         # A log too short for the trend checks is never a bare PASS (a FAIL says enough).
         findings.append(not_checked_finding(run.path, short[0], run.location(short[1]).span))
     findings.sort(key=finding_order)
+    findings.sort(key=lambda f: (LEVEL_RANK[f.level], not leads(f.id, run)))  # a DPO/GRPO run's own rules lead
     verdict = verdict_of(findings)
     reason = short[0] if short is not None and verdict is Verdict.NOT_CHECKED else ""
     if not any(c.ran for c in checks) and verdict is Verdict.PASS:

@@ -121,6 +121,18 @@ def names_objective_series(head: bytes) -> bool:
     return any(m.group(1).decode("ascii").lower() in _OBJECTIVE_KEYS for m in _QUOTED_KEY.finditer(head))
 
 
+def objective_values(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's (an HF `on_log` dict's) preference/RL values under their canonical names: for
+    each series, the first of its aliases the row holds (exact spelling, as TRL logs them)."""
+    out: dict[str, Any] = {}
+    for series, names in OBJECTIVE_ALIASES.items():
+        for name in names:
+            if name in row:
+                out[series] = row[name]
+                break
+    return out
+
+
 # Step columns, most specific first. Keras logs only `epoch`: it becomes the step.
 # LLaMA-Factory's trainer_log.jsonl counts in `current_steps`; ms-swift's logging.jsonl in
 # `global_step/max_steps` ("30/500": the step before the slash, see step_of).

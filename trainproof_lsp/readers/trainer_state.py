@@ -38,7 +38,7 @@ from ..core.model import EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LR, T
 from . import adjacent
 from .common import Columns, decode_json, read_regular, to_float, to_step
 from .jsonpos import array_start, indent_layout, object_spans
-from .metrics import map_columns
+from .metrics import map_columns, names_objective_series
 
 if TYPE_CHECKING:
     from ..core.caps import Caps
@@ -86,6 +86,9 @@ _HF_LOSS_KEYS = (b'"eval_loss"', b'"train_loss"')
 # The summary entry HF writes at the end (`train_loss` is the mean over the whole run, one
 # number, not a curve): never mapped as a loss series.
 _SUMMARY_KEYS = frozenset({"train_loss", "train_runtime", "total_flos", "train_steps_per_second"})
+# Preference/RL trainers (TRL's DPO, GRPO...) log their reward series in every train entry,
+# so the first 64 KiB (the top-level keys and the first entries) show whether there are any.
+_OBJECTIVE_HEAD = 64 * 1024
 
 
 def check_caps(path: str | Path, data: bytes | None, caps: "Caps", *, entries: bool = False) -> None:
@@ -110,6 +113,8 @@ def _needs_mapping(data: bytes, found: Any, columns_map: Mapping[str, str] | Non
     """The typed fast path read HF's own keys; a mapping setting, a log without them, or
     a log with another loss key (an eval set named by the user) is read by mapping names."""
     if columns_map or (LOSS not in found and EVAL_LOSS not in found):
+        return True
+    if names_objective_series(data[:_OBJECTIVE_HEAD]):  # a DPO/GRPO log: its reward series too
         return True
     if EVAL_LOSS in found:
         return False

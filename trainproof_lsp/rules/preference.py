@@ -93,8 +93,9 @@ def check_at_ln2(run: Run, limits: AtLn2Limits, ctx: Context) -> Iterator[Hit]:
         message=(f"DPO loss stays at ln 2 = {LN2:.4f} (median {level:.4f}) with reward margins at 0 (largest "
                  f"|margin| {top:.3g}) at {inside} of {n} logged steps after the first (steps {loss.steps[1]}-"
                  f"{loss.steps[-1]}; limits: loss within {limits.loss_band:g} of ln 2, |margin| <= "
-                 f"{limits.margin_band:g}, at {limits.min_share:.0%} of the steps): the policy never moved from its "
-                 "reference — a reference that is the policy itself, or a beta far too small"),
+                 f"{limits.margin_band:g}, at {limits.min_share:.0%} of the steps): the policy ranks the pairs no "
+                 "differently from its reference — a reference that is the policy itself, a beta far too small, or "
+                 "weights that no longer tell the answers apart"),
         evidence={"points": n, "at_ln2": inside, "share": share, "median_loss": level, "max_abs_margin": top},
         location=run.location(loss.records[1]),
         related=(Related(location=run.location(margins.records[-1]),
@@ -170,9 +171,9 @@ MARGINS_FLAT_RULE = Rule(id="TP-PREF-MARGINS-FLAT", name="preference-margins-fla
 
 ACC_DOC = """A preference run whose reward accuracy stays at 0.5: it ranks the pairs no better than a coin.
 
-What it flags: a `rewards/accuracies` series of at least `min_points` points whose median
+What it flags: a `rewards/accuracies` series of at least `min_points` points whose mean
 over the second half of the run is within a band of 0.5: the larger of `band` and
-`noise_sigmas` standard errors of that median at the series' own spread.
+`noise_sigmas` standard errors of that mean at the series' own spread.
 Why it matters: the accuracy is the share of pairs whose chosen answer gets the higher
 implicit reward. A run that learns the preferences moves it well above 0.5 early; one that
 stays there is ranking at random — pairs whose chosen and rejected sides are shuffled or
@@ -198,18 +199,21 @@ def check_acc_at_chance(run: Run, limits: AccLimits, ctx: Context) -> Iterator[H
     if margins is not None and len(margins.finite()) and max(abs(v) for v in margins.finite().values) <= MARGIN_AT_ZERO:
         raise Skip(f"reward margins stay within {MARGIN_AT_ZERO:g} of 0: TP-PREF-AT-LN2 judges that")
     half = list(acc.values[len(acc) // 2:])
-    level = median(half)
-    stderr = MAD_TO_SIGMA * mad(half) / math.sqrt(len(half))
+    # The mean, not the median: each point is a share of a few pairs (quarters for a batch
+    # of four), and a median of such steps sticks to one of them.
+    level = sum(half) / len(half)
+    spread = math.sqrt(sum((v - level) ** 2 for v in half) / (len(half) - 1))
+    stderr = spread / math.sqrt(len(half))
     band = max(limits.band, limits.noise_sigmas * stderr)
     if abs(level - 0.5) > band:
         return
     first = len(acc) // 2
     yield Hit(
-        message=(f"reward accuracy stays at chance: median {level:.3g} over the second half of the run ({len(half)} "
+        message=(f"reward accuracy stays at chance: mean {level:.3g} over the second half of the run ({len(half)} "
                  f"points, steps {acc.steps[first]}-{acc.steps[-1]}), within {band:.3g} of 0.5 (the larger of "
                  f"{limits.band:g} and {limits.noise_sigmas:g} standard errors {stderr:.3g}): the chosen answers are "
                  "ranked above the rejected ones no more often than by chance"),
-        evidence={"median_accuracy": level, "band": band, "stderr": stderr, "points": len(half)},
+        evidence={"mean_accuracy": level, "band": band, "stderr": stderr, "points": len(half)},
         location=run.location(acc.records[first]),
     )
 

@@ -246,26 +246,29 @@ CLIPPED_RULE = Rule(id="TP-RL-CLIPPED", name="rl-completions-clipped", level=Lev
 KL_DOC = """The KL of an RL run's policy from its reference turns NaN/infinite or grows without bound.
 
 What it flags: any NaN or infinite KL value; or a KL whose level at the end (median of
-the last fifth of at least `min_points` points) is at least `max_level` nats per token and
-`growth` times its level at the start, with a rising trend (Mann-Kendall z at least
-`min_trend_z`).
+the last fifth of at least `min_points` points, at least 3) is `max_level` nats per token
+or more and at least `growth` times its value at the first logged step.
 Why it matters: the KL term keeps the policy near the model it started from; a healthy
-run's per-token KL stays around 0.001-0.1. One that runs away means the policy has left
-everything the reference would say — a learning rate far too high, or a reward the policy
-found a way to game — and its completions degrade into text no reward should trust
-(issue threads: "the reward became 0 and the KL became extremely large").
-What it does not mean: a KL that rises from 0 to a small plateau, as every run's does.
+run's per-token KL stays around 0.001-0.1 and creeps up slowly. One at a nat per token or
+more means every token's distribution has left the reference's — a learning rate far
+too high, or a reward the policy found a way to game — and its completions degrade into
+text no reward should trust (issue threads: "the reward became 0 and the KL became
+extremely large").
+What it does not mean: a KL that rises from 0 (the policy is the reference at the first
+step) to a small plateau, as every run's does; nor a resumed log that starts high and
+stays there (no growth within the log).
 """
 
 
 @dataclass(frozen=True, kw_only=True)
 class KlLimits:
     min_points: int = 5
-    # 1 nat per token: ten times the top of the usual range; every token's distribution has
-    # moved as far as from a fair coin to 0.9/0.1 and more.
+    # 1 nat per token: ten times the top of the usual range (0.001-0.1); each token's
+    # distribution has moved at least as far as from a fair coin to 0.95/0.05.
     max_level: float = 1.0
-    growth: float = 10.0  # ten times where it started: not a plateau reached early
-    min_trend_z: float = 2.0  # a rise at 95% significance
+    # Ten times its first value: grown within this log (the first step's KL is 0 in TRL,
+    # whose policy starts as the reference), not a level a resumed run started at.
+    growth: float = 10.0
 
 
 def check_kl(run: Run, limits: KlLimits, ctx: Context) -> Iterator[Hit]:
@@ -284,18 +287,20 @@ def check_kl(run: Run, limits: KlLimits, ctx: Context) -> Iterator[Hit]:
         return
     finite = need(run, ob.KL, limits.min_points, "kl")
     values = finite.values
-    w, start, end, _ = window_levels(values)
-    z = mann_kendall_z(values)
-    if end < limits.max_level or z < limits.min_trend_z or end < limits.growth * max(start, 0.0):
+    w = max(3, min(20, len(values) // 5))
+    end = median(values[-w:])
+    first = values[0]
+    if end < limits.max_level or end < limits.growth * max(first, 0.0):
         return
+    z = mann_kendall_z(values)
     peak = max(range(len(values)), key=values.__getitem__)
     yield Hit(
-        message=(f"KL grows without bound: {fmt(start)} at the start, {fmt(end)} nats/token at the end (medians of {w}, "
-                 f"steps {finite.steps[0]}-{finite.steps[-1]}), peak {fmt(values[peak])} at step {finite.steps[peak]}, "
-                 f"trend z {z:.2f} (limits: end level >= {limits.max_level:g}, {limits.growth:g}x the start, z >= "
-                 f"{limits.min_trend_z:g}): the policy is running away from its reference"),
-        evidence={"start_level": start, "end_level": end, "peak": values[peak], "peak_step": finite.steps[peak],
-                  "trend_z": z},
+        message=(f"KL from the reference grows from {fmt(first)} at step {finite.steps[0]} to {fmt(end)} nats/token at "
+                 f"the end (median of the last {w}, steps {finite.steps[-w]}-{finite.steps[-1]}), peak {fmt(values[peak])} "
+                 f"at step {finite.steps[peak]}, trend z {z:.2f} (limits: end level >= {limits.max_level:g}, "
+                 f"{limits.growth:g}x the first value): the policy is running away from its reference"),
+        evidence={"first_value": first, "end_level": end, "peak": values[peak], "peak_step": finite.steps[peak],
+                  "trend_z": z, "window": w},
         location=run.location(finite.records[-1]),
         related=(Related(location=run.location(finite.records[peak]),
                          message=f"KL {fmt(values[peak])} at step {finite.steps[peak]}"),),
@@ -311,8 +316,9 @@ KL_RULE = Rule(id="TP-RL-KL-BLOWUP", name="rl-kl-blowup", level=Level.FAIL, doc=
 ENTROPY_DOC = """An RL run's policy entropy collapses to ~0 early: it stops exploring.
 
 What it flags: an entropy series of at least `min_points` points that falls to at most
-`collapse` of its start level (median of the first window), or below `floor` nats, within
-the first `early` of the run and stays there to the end (median of the last window).
+`collapse` of its value at the first logged step (the policy before any update), or below
+`floor` nats, within the first `early` of the run, and does not recover: its end level
+(median of the last fifth, at least 3 points) stays at most `stays` of the first value.
 Why it matters: GRPO and PPO learn by comparing sampled completions; a policy whose
 per-token entropy is ~0 samples the same completion every time, so groups score alike
 (TP-RL-NO-SIGNAL follows) and nothing new is tried. An early collapse is the signature of a
@@ -324,34 +330,36 @@ policy; only a collapse in its first part is flagged.
 
 @dataclass(frozen=True, kw_only=True)
 class EntropyLimits:
-    min_points: int = 6  # a start window and an end window of three
-    # 5% of the start: a sampled token distribution keeps far more entropy than that while
-    # it still explores (healthy GRPO runs lose tens of percent over thousands of steps).
+    min_points: int = 6  # a first half of three points and an end window of three
+    # 5% of the first value: a sampled token distribution keeps far more than that while it
+    # still explores (healthy GRPO runs lose tens of percent over thousands of steps).
     collapse: float = 0.05
-    floor: float = 0.05  # nats per token: a distribution with one token at ~99%
-    early: float = 0.5  # the first half of the logged run
+    floor: float = 0.05  # nats per token: one token at ~99% of the distribution
+    early: float = 0.5  # within the first half of the logged run
+    # ...and still under 10% of the first value at the end: it did not come back.
+    stays: float = 0.1
 
 
 def check_entropy(run: Run, limits: EntropyLimits, ctx: Context) -> Iterator[Hit]:
     ent = need(run, ob.ENTROPY, limits.min_points, "entropy")
     values = ent.values
     n = len(values)
+    first = values[0]
+    if first <= limits.floor:
+        raise Skip(f"entropy starts at {fmt(first)}, already at the floor {limits.floor:g}")
+    bound = max(limits.collapse * first, limits.floor)
+    at = next((i for i in range(1, n) if values[i] <= bound), None)
     w = max(3, min(20, n // 5))
-    start = median(values[:w])
-    if start <= limits.floor:
-        raise Skip(f"entropy starts at {fmt(start)}, already at the floor {limits.floor:g}")
-    bound = max(limits.collapse * start, limits.floor)
-    # first point whose 3-point median is at the bound
-    at = next((i for i in range(1, n) if median(values[max(0, i - 1):i + 2]) <= bound), None)
     end = median(values[-w:])
-    if at is None or at >= limits.early * n or end > bound:
+    if at is None or at >= limits.early * n or end > limits.stays * first:
         return
     yield Hit(
-        message=(f"entropy collapses from {fmt(start)} to {fmt(values[at])} nats/token by step {ent.steps[at]} (point "
-                 f"{at + 1} of {n}) and ends at {fmt(end)} (medians of {w}; limit: {fmt(bound)}, the larger of "
-                 f"{limits.collapse:.0%} of the start and {limits.floor:g}, within the first {limits.early:.0%} of the "
-                 "run): the policy samples one completion and stops exploring"),
-        evidence={"start_level": start, "collapsed_value": values[at], "collapse_step": ent.steps[at],
+        message=(f"entropy collapses from {fmt(first)} at step {ent.steps[0]} to {fmt(values[at])} nats/token by step "
+                 f"{ent.steps[at]} (point {at + 1} of {n}) and ends at {fmt(end)} (median of the last {w}; limits: "
+                 f"{fmt(bound)}, the larger of {limits.collapse:.0%} of the first value and {limits.floor:g}, within the "
+                 f"first {limits.early:.0%} of the run, ending under {limits.stays:.0%} of it): the policy samples one "
+                 "completion and stops exploring"),
+        evidence={"first_value": first, "collapsed_value": values[at], "collapse_step": ent.steps[at],
                   "end_level": end, "bound": bound},
         location=run.location(ent.records[at]),
     )
