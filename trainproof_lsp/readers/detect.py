@@ -64,7 +64,9 @@ RESIDENTS = {
     "train_results.json": "the Trainer's summary of the run (save_metrics); its log is judged",
     "eval_results.json": "the Trainer's summary of the run (save_metrics); its log is judged",
 }
-_TRAINING_CONFIG = re.compile(rb"\b(?:" + b"|".join(c.encode() for c in CONFIG_CLASSES) + rb")\s*\(")
+# (HfArgumentParser: a config whose values are its dataclass defaults and the launch flags)
+_TRAINING_CONFIG = re.compile(rb"\b(?:" + b"|".join(c.encode() for c in (*CONFIG_CLASSES, "HfArgumentParser"))
+                              + rb")\s*\(")
 
 
 def _first_keys(head: bytes) -> set[str]:

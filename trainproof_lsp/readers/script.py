@@ -13,7 +13,14 @@ What is read:
 - every call of a class imported from a training library (`API_ROOTS`: `TrainingArguments`,
   `LoraConfig`, `BitsAndBytesConfig`, `SFTTrainer`, Lightning's `Trainer`, ...), resolved
   through the script's own imports to the module and attribute it names, with each
-  keyword's name and span: `env` binds them to the installed class's signature.
+  keyword's name and span: `env` binds them to the installed class's signature;
+- `HfArgumentParser((..., TrainingArguments))`: a config whose values are the literal
+  defaults of its dataclass (`save_steps: int = field(default=100)` in a subclass) and the
+  `--flag value` list of the launch script that runs the file (readers/launch.py), the
+  values located in that `.sh`;
+- the datasets it names on disk (`load_dataset("json", data_files=...)`,
+  `Dataset.from_json(...)`, a dataclass field or flag such as `train_file`) with their rows
+  counted by the preflight reader, and the launcher's process count: the run's length.
 
 Every value carries the span of its source text, so findings land on the exact line.
 """
@@ -21,7 +28,9 @@ Every value carries the span of its source text, so findings land on the exact l
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+import functools
+import stat
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
@@ -52,6 +61,7 @@ class Value:
     text: str  # the source text of that expression
     via: str | None = None  # the constant it came through ("LR")
     via_span: Span | None = None  # where that constant is assigned
+    path: str | None = None  # the file it is written in, when not the script (a launch script)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +72,22 @@ class ConfigCall:
     var: str | None  # the name it is assigned to
     scope: str  # "<module>" or the enclosing function's name
     opaque: bool = False  # has **kwargs (or positional args) whose contents are unknown
+    # "call": a call in the script; "parser": HfArgumentParser's dataclass (values: its
+    # literal defaults and the launch script's flags)
+    origin: str = "call"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatasetRef:
+    """A dataset file the script (or its launch script) names."""
+
+    text: str  # the path as written
+    span: Span
+    path: str | None = None  # the file it is written in, when not the script
+    split: str = "train"  # "train" | "eval"
+    rows: int | None = None  # counted by the preflight reader, when the file is on disk
+    found: str = ""  # the file counted
+    note: str = ""  # why rows is None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +137,9 @@ class ScriptFacts:
     calls_evaluate: bool = False  # `.evaluate(` appears: evaluation may be run by hand
     has_main_guard: bool = False
     api_calls: tuple[ApiCall, ...] = ()
+    datasets: tuple[DatasetRef, ...] = ()
+    processes: Value | None = None  # the launcher's process count (torchrun --nproc_per_node)
+    launch: str = ""  # the launch script whose flags were read
     source_lines: tuple[str, ...] = field(default=(), repr=False)
 
 
@@ -165,6 +194,11 @@ class _Reader:
         # the module itself). A name bound twice keeps the last binding.
         self.bindings: dict[str, tuple[str, str]] = {}
         self.class_calls: list[tuple[list[str], ast.Call, str]] = []
+        # Dataclasses: name -> (base names, field name -> default value); and the
+        # HfArgumentParser calls with the class names they are given.
+        self.dataclasses: dict[str, tuple[list[str], dict[str, Value]]] = {}
+        self.parsers: list[tuple[list[str], ast.Call, str]] = []
+        self.datasets: list[DatasetRef] = []
 
     def span(self, node: _Located) -> Span:
         return _fix_columns(_span(node), self.lines)
@@ -280,6 +314,7 @@ class _Reader:
     def run(self) -> ScriptFacts:
         self.collect_assigns()
         self.walk(self.tree, "<module>", "module")
+        self.parser_configs()
         # Attribute assignments after the call: `args.fp16 = True`.
         by_var = {(c.scope, c.var): i for i, c in enumerate(self.configs) if c.var}
         for scope, node in self.attr_assigns:
@@ -301,7 +336,8 @@ class _Reader:
         api.sort(key=lambda a: (a.span.start_line, a.span.start_char))
         return ScriptFacts(path=self.path, configs=tuple(self.configs), trainers=tuple(trainers),
                            imports=tuple(self.imports), calls_evaluate=self.calls_evaluate,
-                           has_main_guard=has_main, api_calls=tuple(api), source_lines=tuple(self.text_lines))
+                           has_main_guard=has_main, api_calls=tuple(api), datasets=tuple(self.datasets),
+                           source_lines=tuple(self.text_lines))
 
     def walk(self, root: ast.AST, scope: str, context: str) -> None:
         todo: list[tuple[ast.AST, str, str, str | None]] = [(root, scope, context, None)]
@@ -316,6 +352,9 @@ class _Reader:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.add_import(node, context)
                 continue
+            if isinstance(node, ast.ClassDef) and any(_call_name(d.func if isinstance(d, ast.Call) else d)
+                                                      == "dataclass" for d in node.decorator_list):
+                self.add_dataclass(node, scope)
             if isinstance(node, ast.If) and _is_type_checking(node.test):
                 for child in node.body:
                     todo.append((child, scope, "type-checking", None))
@@ -350,6 +389,12 @@ class _Reader:
                     self.trainers.append((name, node, scope))
                 elif name == "evaluate" and isinstance(node.func, ast.Attribute):
                     self.calls_evaluate = True
+                elif name == "HfArgumentParser" and node.args:
+                    first = node.args[0]
+                    elts = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
+                    self.parsers.append(([e.id for e in elts if isinstance(e, ast.Name)], node, scope))
+                elif name in _DATASET_CALLS:
+                    self.add_dataset_call(name, node, scope)
             for sub in reversed(list(ast.iter_child_nodes(node))):
                 todo.append((sub, scope, context, None))
 
@@ -387,6 +432,76 @@ class _Reader:
                 kwargs[kw.arg] = self.value(kw.value, scope)
         self.configs.append(ConfigCall(cls=cls, span=self.span(call), kwargs=kwargs, var=var, scope=scope,
                                        opaque=opaque))
+
+    def add_dataclass(self, node: ast.ClassDef, scope: str) -> None:
+        fields: dict[str, Value] = {}
+        for stmt in node.body:
+            if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None):
+                continue
+            default: ast.expr | None = stmt.value
+            if isinstance(stmt.value, ast.Call) and _call_name(stmt.value.func) == "field":
+                default = next((k.value for k in stmt.value.keywords if k.arg == "default"), None)
+            if default is not None:
+                fields[stmt.target.id] = self.value(default, scope)
+        bases = [b for b in (_call_name(x) for x in node.bases) if b]
+        self.dataclasses[node.name] = (bases, fields)
+
+    def add_dataset_call(self, name: str, call: ast.Call, scope: str) -> None:
+        """load_dataset("json", data_files=PATH | [PATH] | {"train": PATH, ...}),
+        load_dataset(PATH), Dataset.from_json(PATH) / from_csv / from_parquet."""
+        target: ast.expr | None = None
+        if name == "load_dataset":
+            target = next((k.value for k in call.keywords if k.arg == "data_files"), None)
+            if target is None and call.args:
+                first = self.value(call.args[0], scope)
+                if first.known and isinstance(first.value, str) and _is_data_file(first.value):
+                    target = call.args[0]
+        elif call.args:
+            target = call.args[0]
+        if target is None:
+            return
+        if isinstance(target, ast.Dict):
+            for k, v in zip(target.keys, target.values):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    self.add_dataset(v, scope, "train" if k.value == "train" else "eval")
+            return
+        self.add_dataset(target, scope, "train")
+
+    def add_dataset(self, node: ast.expr, scope: str, split: str) -> None:
+        items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
+        for item in items:
+            v = self.value(item, scope)
+            if v.known and isinstance(v.value, str) and _is_data_file(v.value):
+                self.datasets.append(DatasetRef(text=v.value, span=v.span, split=split))
+
+    def parser_configs(self) -> None:
+        """HfArgumentParser's dataclasses: a config class (or a local subclass of one)
+        becomes a ConfigCall of its literal defaults; a data class's path-like defaults
+        become datasets."""
+        for names, call, scope in self.parsers:
+            for name in names:
+                base, defaults = self.config_dataclass(name, set())
+                if base is not None:
+                    self.configs.append(ConfigCall(cls=base, span=self.span(call), kwargs=defaults, var=None,
+                                                   scope=scope, origin="parser"))
+                    continue
+                for key, v in self.dataclasses.get(name, ([], {}))[1].items():
+                    if _dataset_key(key) and v.known and isinstance(v.value, str) and _is_data_file(v.value):
+                        self.datasets.append(DatasetRef(text=v.value, span=v.span,
+                                                        split="eval" if _eval_key(key) else "train"))
+
+    def config_dataclass(self, name: str, seen: set[str]) -> tuple[str | None, dict[str, Value]]:
+        if name in CONFIG_CLASSES:
+            return name, {}
+        if name in seen or name not in self.dataclasses:
+            return None, {}
+        seen.add(name)
+        bases, fields = self.dataclasses[name]
+        for b in bases:
+            base, inherited = self.config_dataclass(b, seen)
+            if base is not None:
+                return base, {**inherited, **fields}
+        return None, {}
 
     def api_call(self, chain: list[str], call: ast.Call, scope: str) -> ApiCall | None:
         """The call resolved through the imports to a class of API_ROOTS; None otherwise
@@ -475,6 +590,27 @@ class _Reader:
                            eval_dataset=eval_value)
 
 
+# Calls that name a dataset file, and the suffixes of the files the preflight reader counts.
+_DATASET_CALLS = frozenset({"load_dataset", "from_json", "from_csv", "from_parquet"})
+_DATA_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+def _is_data_file(text: str) -> bool:
+    return text.lower().endswith(_DATA_SUFFIXES) and "\n" not in text
+
+
+def _dataset_key(key: str) -> bool:
+    """A dataclass field or flag that names a dataset file (train_file, data_path, ...)."""
+    low = key.lower()
+    return ("file" in low or "path" in low or "data" in low) and ("data" in low or "train" in low or "eval" in low
+                                                                 or "valid" in low)
+
+
+def _eval_key(key: str) -> bool:
+    low = key.lower()
+    return "eval" in low or "valid" in low or "test" in low
+
+
 def _dotted(func: ast.AST) -> list[str] | None:
     """`a.b.C` -> ["a", "b", "C"]; None for anything but names and attributes."""
     parts: list[str] = []
@@ -560,4 +696,72 @@ def read_script(path: Path, data: bytes | None = None) -> ScriptFacts:
                         span=Span(line, col, line, col + 1)) from None
     except (ValueError, RecursionError, MemoryError) as e:
         raise ReadError(f"{name}: not readable as Python ({type(e).__name__})") from None
-    return _Reader(name, data, tree).run()
+    facts = _Reader(name, data, tree).run()
+    return with_the_run(facts, path)
+
+
+# A dataset larger than this is not counted while a script is judged (the editor judges on
+# every edit); the preflight reader reads ~250 MB/s, so this is about a second, once: the
+# count is kept per (file, size, mtime).
+MAX_COUNT_BYTES = 256 * 1024 * 1024
+
+
+@functools.lru_cache(maxsize=64)
+def _count_rows(path: str, size: int, mtime_ns: int) -> tuple[int | None, str]:
+    from .dataset_scan import scan_dataset
+
+    try:
+        scan = scan_dataset(path, duplicates=False)
+    except ReadError as e:
+        return None, str(e)
+    return scan.records, ""
+
+
+def rows_of(text: str, folders: tuple[Path, ...]) -> tuple[int | None, str, str]:
+    """(rows, the file counted, why not counted) for a dataset path as a script names it,
+    relative to the first of `folders` where it is a regular file."""
+    candidates = [Path(text)] if Path(text).is_absolute() else [f / text for f in folders]
+    for candidate in candidates:
+        try:
+            st = candidate.stat()
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            return None, str(candidate), "not a regular file"
+        if st.st_size > MAX_COUNT_BYTES:
+            return None, str(candidate), f"{st.st_size / 2**20:.0f} MiB, larger than the {MAX_COUNT_BYTES >> 20} MiB counted"
+        rows, why = _count_rows(str(candidate), st.st_size, st.st_mtime_ns)
+        return rows, str(candidate), why
+    return None, "", "not on disk"
+
+
+def with_the_run(facts: ScriptFacts, path: Path) -> ScriptFacts:
+    """The facts with what the run around the script says: the launch script's flags
+    (merged into HfArgumentParser configs), its process count, and the rows of the
+    datasets named (counted where they are on disk)."""
+    from .launch import find_launch
+
+    configs = list(facts.configs)
+    datasets = list(facts.datasets)
+    processes: Value | None = None
+    launch_path = ""
+    if any(c.origin == "parser" for c in configs) or not configs:
+        launch = find_launch(path)
+        if launch is not None:
+            launch_path = launch.path
+            flags = {f.name: Value(known=f.known, value=f.value, span=f.span, text=f.text, path=launch.path)
+                     for f in launch.flags}
+            configs = [replace(c, kwargs={**c.kwargs, **flags}) if c.origin == "parser" else c for c in configs]
+            for f in launch.flags:
+                if _dataset_key(f.name) and f.known and isinstance(f.value, str) and _is_data_file(f.value):
+                    datasets.append(DatasetRef(text=f.value, span=f.span, path=launch.path,
+                                               split="eval" if _eval_key(f.name) else "train"))
+            p = launch.processes
+            if p is not None:
+                processes = Value(known=p.known, value=p.value, span=p.span, text=p.text, path=launch.path)
+    counted = []
+    for d in datasets:
+        folders = (Path(d.path).parent,) if d.path else ()
+        rows, found, why = rows_of(d.text, folders + (path.parent,))
+        counted.append(replace(d, rows=rows, found=found, note=why))
+    return replace(facts, configs=tuple(configs), datasets=tuple(counted), processes=processes, launch=launch_path)

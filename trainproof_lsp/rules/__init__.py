@@ -13,7 +13,7 @@ from . import chance, compare, dead, degenerate, diverge, eventfile, flat, lr, n
 from . import loss_scale
 from . import preference, rl
 from . import checkpoint, entrypoint, env, script, script_best_strategy
-from . import script_api
+from . import script_api, script_run
 from . import dataset, tokenizer, tokens
 from . import speech
 from . import bundle
@@ -100,6 +100,7 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     *checkpoint.RULES,  # explicit tuples in rules/checkpoint.py, rules/script.py, rules/env.py
     *script.RULES,
     script_best_strategy.RULE,  # rules/script_best_strategy.py
+    *script_run.RULES,  # rules/script_run.py: the config against the run's length
     *env.RULES,
     *script_api.RULES,  # rules/script_api.py: the script's library calls against installed signatures
     entrypoint.FROM_CWD_RULE,

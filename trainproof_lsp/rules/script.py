@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 from ..core.model import Hit, Level, Location, Related
 from ..readers.script import ConfigCall, ScriptFacts, Value
 from .base import Context, Family, NoLimits, Rule, Skip
+from ._run_length import number, plan, setting
 
 # Every rule here (and in script_best_strategy.py) judges one ScriptFacts (readers/script.py).
 SCRIPT: Family[ScriptFacts, Context] = Family("script")
@@ -37,7 +38,8 @@ def _flag(v: Value | None) -> bool | None:
 
 
 def _loc(facts: ScriptFacts, v: Value) -> Location:
-    return Location(path=facts.path, span=v.span)
+    # a value from the launch script's flags is located in that file
+    return Location(path=v.path or facts.path, span=v.span)
 
 
 def _via(facts: ScriptFacts, v: Value) -> tuple[Related, ...]:
@@ -120,13 +122,15 @@ ZERO_LR_RULE = Rule(id="TP-SCRIPT-ZERO-LR", name="script-zero-learning-rate", le
 
 WARMUP_DOC = """Warmup lasts as long as the whole run, or longer.
 
-What it flags: `warmup_steps` >= `max_steps` (max_steps > 0), or `warmup_ratio` >= 1,
-in a TrainingArguments-family call; located on the warmup keyword.
+What it flags: `warmup_steps` >= `max_steps` (max_steps > 0) — or, without max_steps, >=
+the run's length from epochs x the rows of the dataset the script names on disk / (batch
+x accumulation x processes) — or `warmup_ratio` >= 1, in a TrainingArguments-family
+call; located on the warmup keyword.
 Why it matters: the learning rate is still ramping up when training ends — the run never
 trains at the learning rate it was configured with, and a linear-decay schedule never
 decays.
-What it does not mean: anything when max_steps is not set in the script (the run length
-then comes from epochs and the dataset size, unknown statically).
+What it does not mean: anything when the run's length is unknown (no max_steps and no
+dataset on disk), or for a warmup_steps below 1 (a fraction of the run in transformers 5).
 """
 
 
@@ -141,6 +145,17 @@ def _warmup(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
                         location=_loc(facts, ratio_v), related=_via(facts, ratio_v)))
     steps_v, max_v = c.kwargs.get("warmup_steps"), c.kwargs.get("max_steps")
     warm, total = _num(steps_v), _num(max_v)
+    if steps_v is not None and max_v is None and warm is not None and warm >= 1:
+        p = plan(facts, c)
+        if isinstance(p, str):
+            return ratio_known, hits
+        if warm >= p.steps:
+            hits.append(Hit(
+                message=(f"warmup_steps={steps_v.text} ({warm:g}) >= the run's {p.words()}: the learning rate "
+                         "is still warming up when training ends"),
+                evidence={"warmup_steps": warm, "planned_steps": p.steps, "exact": p.exact, "config": c.cls},
+                location=_loc(facts, steps_v), related=_via(facts, steps_v)))
+        return True, hits
     if steps_v is None or max_v is None:
         return ratio_known or steps_v is None, hits
     if warm is None or total is None:
@@ -309,19 +324,23 @@ EVAL_RULE = Rule(id="TP-SCRIPT-EVAL-DISABLED", name="eval-dataset-never-used", l
 
 LOGGING_DOC = """logging_steps is larger than max_steps: no training loss will be logged.
 
-What it flags: `logging_steps` (a whole number, not a ratio below 1) greater than
-`max_steps` (> 0) in a TrainingArguments-family call; located on logging_steps.
+What it flags: `logging_steps` (a whole number, not a ratio below 1; 500 by default, 10
+in TRL) greater than the run's length — `max_steps` (> 0), or epochs x the rows of the
+dataset the script names on disk / (batch x accumulation x processes) — in a
+TrainingArguments-family call; located on logging_steps (or the config when the default
+applies).
 Why it matters: the Trainer logs the loss every logging_steps steps; the run ends first,
 so the log has no loss curve and every log rule (NaN, divergence, flat loss) has nothing
 to judge.
-What it does not mean: anything when max_steps is not set in the script.
+What it does not mean: anything when the run's length is unknown (no max_steps and no
+dataset on disk): the check says so.
 """
 
 
 def _logging(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
     log_v, max_v = c.kwargs.get("logging_steps"), c.kwargs.get("max_steps")
     if log_v is None or max_v is None:
-        return True, []  # an absent value is the default: decided
+        return _logging_planned(facts, c)
     every, total = _num(log_v), _num(max_v)
     if every is None or total is None:
         return False, []
@@ -335,6 +354,24 @@ def _logging(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
         related=(Related(location=_loc(facts, max_v), message=f"max_steps {total:g} set here"),
                  *_via(facts, log_v)),
     )]
+
+
+def _logging_planned(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
+    """logging_steps (as written or the default) against the length from plan()."""
+    p = plan(facts, c)
+    every_s = setting(c, "logging_steps")
+    every = number(every_s)
+    if isinstance(p, str) or every is None:
+        return True, []  # as before the run's length was read: judged on max_steps alone
+    if not (every >= 1 and every > p.steps):
+        return True, []
+    log_v = every_s.given
+    return True, [Hit(
+        message=(f"{every_s.said('logging_steps')} > the run's {p.words()}: the run ends before the first "
+                 "loss is logged"),
+        evidence={"logging_steps": every, "planned_steps": p.steps, "exact": p.exact, "config": c.cls},
+        location=_loc(facts, log_v) if log_v is not None else Location(path=facts.path, span=c.span),
+        related=_via(facts, log_v) if log_v is not None else ())]
 
 
 def check_logging(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
