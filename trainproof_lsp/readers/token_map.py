@@ -46,7 +46,7 @@ import os
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..core.caps import not_regular
 from ..core.model import ReadError
@@ -59,6 +59,12 @@ BATCH_ROWS = 2048
 # tokenizer.json of real models is up to ~35 MB (large vocabularies with merges); a file
 # far past that is not a tokenizer, and parsing it would cost more memory than the map.
 MAX_TOKENIZER_MB = 256
+# Render children per file: rendering is the map's slowest part and each child renders on
+# one core; more children than cores only add start-up (~0.2 s each) and memory.
+RENDER_CHILDREN = 8
+# Conversations per child and batch below which one child renders them all (a child
+# costs more to start than it saves on a few hundred rows).
+MIN_RENDER_CHUNK = 256
 
 NOT_MAPPED = -1  # in the per-line arrays: no row on the line, or the row was not mapped
 
@@ -69,6 +75,7 @@ PAIR_IDENTICAL_BEFORE = 4  # ...and before it (the dataset rules' finding, not t
 DOUBLE_BOS = 8  # the encoding starts with BOS twice
 EOS_TRAINED = 16  # some EOS token of the row carries loss
 SPANS_UNKNOWN = 32  # assistant-only: the generation blocks could not be told from the row's text
+EOS_PRESENT = 64  # the row's tokens hold an EOS (trained or not)
 
 # Loss modes, as TRL names them.
 ALL, ASSISTANT, COMPLETION = "all", "assistant-only", "completion-only"
@@ -434,6 +441,8 @@ def sequence_facts(enc: _Encoded, prompt_ids: list[int] | None, seq: _Seq, tok: 
     flags = 0
     if tok.bos_id is not None and n >= 2 and ids[0] == tok.bos_id and ids[1] == tok.bos_id:
         flags |= DOUBLE_BOS
+    if tok.eos_id is not None and tok.eos_id in ids:
+        flags |= EOS_PRESENT
     lo, hi = _window(n, masking)
     intervals: list[tuple[int, int]] = [(0, n)]
     completion = seq.pair or (masking.completion_only is not False and
@@ -533,7 +542,7 @@ class _Batch:
     def __init__(self, tok: RunTokenizer, masking: Masking, out: TokenMap) -> None:
         self.tok, self.masking, self.out = tok, masking, out
         self.rows: list[tuple[int, str, list[_Seq]]] = []
-        self.renderer: Any = None
+        self.renderers: list[Any] = []  # chat_template.Renderer children, started on first use
         self.errors: list[TemplateError] = []
         self.template_ids = _template_ids(tok, masking)
         self.pairs = self.conversations = 0
@@ -550,7 +559,7 @@ class _Batch:
                 texts.append(s.full)
                 if s.prompt is not None:
                     texts.append(s.prompt)
-        encoded, failed = encode_texts(texts, self.tok, self._renderer, need_offsets=self.masking.assistant_only)
+        encoded, failed = encode_texts(texts, self.tok, self._render, need_offsets=self.masking.assistant_only)
         at = 0
         for line, fmt, seqs in self.rows:
             facts: list[_SeqFacts] = []
@@ -595,16 +604,28 @@ class _Batch:
                     flags |= PAIR_IDENTICAL_BEFORE
         o.flags[line] = flags
 
-    def _renderer(self) -> Any:
-        if self.renderer is None:
-            from . import chat_template as ct
+    def _render(self, items: list[tuple[list[dict[str, Any]], bool]]) -> list[Any]:
+        """The conversations rendered by up to RENDER_CHILDREN children at once, each in
+        its own thread (the thread waits on its child's pipe, so the children render in
+        parallel); in order."""
+        from . import chat_template as ct
 
-            self.renderer = ct.Renderer(self.tok.template or "", variables=self.tok.special, spans=True)
-        return self.renderer
+        k = max(1, min(RENDER_CHILDREN, threads(), len(items) // MIN_RENDER_CHUNK))
+        while len(self.renderers) < k:
+            self.renderers.append(ct.Renderer(self.tok.template or "", variables=self.tok.special, spans=True))
+        if k == 1:
+            return list(self.renderers[0].render_spans_many(items))
+        from concurrent.futures import ThreadPoolExecutor
+
+        size = -(-len(items) // k)
+        chunks = [items[i * size:(i + 1) * size] for i in range(k)]
+        with ThreadPoolExecutor(max_workers=k, thread_name_prefix="trainproof-map-render") as pool:
+            parts = list(pool.map(lambda rc: rc[0].render_spans_many(rc[1]), zip(self.renderers, chunks)))
+        return [r for part in parts for r in part]
 
     def close(self) -> None:
-        if self.renderer is not None:
-            self.renderer.close()
+        for r in self.renderers:
+            r.close()
 
 
 def _template_ids(tok: RunTokenizer, masking: Masking) -> list[int] | None:
@@ -614,7 +635,8 @@ def _template_ids(tok: RunTokenizer, masking: Masking) -> list[int] | None:
     return list(tok.tokenizer.encode(masking.response_template, add_special_tokens=False).ids)
 
 
-def encode_texts(texts: Sequence[Text | None], tok: RunTokenizer, renderer: Any, *, need_offsets: bool
+def encode_texts(texts: Sequence[Text | None], tok: RunTokenizer,
+                 render: Callable[[list[tuple[list[dict[str, Any]], bool]]], list[Any]], *, need_offsets: bool
                  ) -> tuple[list[_Encoded | None], dict[int, str]]:
     """Render the conversations (one child, in order) and encode everything in two
     encode_batch calls: plain texts with special tokens, rendered ones without. A
@@ -626,7 +648,7 @@ def encode_texts(texts: Sequence[Text | None], tok: RunTokenizer, renderer: Any,
     errors: dict[int, str] = {}
     convs = [(i, t) for i, t in enumerate(texts) if isinstance(t, _Conv)]
     if convs:
-        results = renderer().render_spans_many((c.messages, c.generation_prompt) for _, c in convs)
+        results = render([(c.messages, c.generation_prompt) for _, c in convs])
         for (i, _), r in zip(convs, results):
             if isinstance(r, ct.TemplateRejected):
                 errors[i] = str(r)
@@ -733,15 +755,14 @@ def map_row(obj: Any, tok: RunTokenizer, masking: Masking) -> RowMap | None:
             texts.append(s.prompt)
     holder: list[Any] = []
 
-    def renderer() -> Any:
+    def render(items: list[tuple[list[dict[str, Any]], bool]]) -> list[Any]:
         from . import chat_template as ct
 
-        if not holder:
-            holder.append(ct.Renderer(tok.template or "", variables=tok.special, spans=True))
-        return holder[0]
+        holder.append(ct.Renderer(tok.template or "", variables=tok.special, spans=True))
+        return list(holder[-1].render_spans_many(items))
 
     try:
-        encoded, errors = encode_texts(texts, tok, renderer, need_offsets=True)
+        encoded, errors = encode_texts(texts, tok, render, need_offsets=True)
     finally:
         for r in holder:
             r.close()
@@ -786,5 +807,5 @@ def threads() -> int:
 
 __all__ = ["Masking", "RunTokenizer", "TokenMap", "RowMap", "SideMap", "MapUnavailable", "load_run_tokenizer",
            "map_tokens", "map_row", "row_sequences", "NOT_MAPPED", "TEMPLATE_MISSING", "PAIR_IDENTICAL",
-           "PAIR_IDENTICAL_BEFORE", "DOUBLE_BOS", "EOS_TRAINED", "SPANS_UNKNOWN", "KEEP_START", "KEEP_END",
+           "PAIR_IDENTICAL_BEFORE", "DOUBLE_BOS", "EOS_TRAINED", "EOS_PRESENT", "SPANS_UNKNOWN", "KEEP_START", "KEEP_END",
            "GENERATION", "TURNS", "available"]

@@ -50,9 +50,12 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from . import dataset as ds
+
+if TYPE_CHECKING:
+    from .token_map import TokenMap
 
 # Rows per tokenizer call. Fast tokenizers encode a batch in parallel in Rust; a few
 # hundred rows amortise the per-call cost while one batch's rendered texts stay small.
@@ -91,6 +94,14 @@ class TokenLengths:
     second: array[int]
     prompt: array[int]
     template_errors: tuple[TemplateError, ...] = ()
+    # From the token map (readers/token_map.py): tokens each row trains on after masking
+    # and truncation (NOT_COUNTED: not mapped, or judged by another rule); None when the
+    # counts came without a map. TP-PRE-NO-TRAINABLE-TOKENS then reads it instead of
+    # comparing the prompt part with --max-len.
+    trained: array[int] | None = None
+    before: array[int] | None = None  # trained tokens before truncation, likewise
+    cause: str = ""  # why rows train on nothing, when the map knows (e.g. no generation blocks)
+    token_map: "TokenMap | None" = None  # the map itself, for rules/token_map.py
 
 
 def load_tokenizer(folder: Path | str) -> Any:

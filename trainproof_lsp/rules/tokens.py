@@ -50,6 +50,14 @@ def _cut_to_nothing(prompt: int, max_len: int) -> bool:
     return prompt != NOT_COUNTED and prompt >= max_len
 
 
+def _dead_lines(lengths: TokenLengths, max_len: int) -> set[int]:
+    """Lines whose row trains on nothing: from the map's trained counts when there is a
+    map, else the rows whose prompt part alone fills the context."""
+    if lengths.trained is not None:
+        return {i for i, t in enumerate(lengths.trained) if t == 0}
+    return {i for i, p in enumerate(lengths.prompt) if _cut_to_nothing(p, max_len)}
+
+
 OVERFLOW_DOC = """A row is longer than the context length.
 
 What it flags: a row whose token count exceeds `--max-len`, counted with the tokenizer
@@ -71,9 +79,10 @@ finding).
 
 def check_overflow(lengths: TokenLengths, limits: NoLimits, ctx: TokenContext) -> Iterator[Hit]:
     max_len = ctx.max_len
-    over = [(line, first, second) for line, (first, second, prompt)
-            in enumerate(zip(lengths.tokens, lengths.second, lengths.prompt))
-            if max(first, second) > max_len and not _cut_to_nothing(prompt, max_len)]
+    dead = _dead_lines(lengths, max_len)
+    over = [(line, first, second) for line, (first, second)
+            in enumerate(zip(lengths.tokens, lengths.second))
+            if max(first, second) > max_len and line not in dead]
     for line, first, second in over:
         tokens = max(first, second)
         evidence: dict[str, Any] = {"line": line + 1, "tokens": tokens, "max_len": max_len,
@@ -103,6 +112,12 @@ defaults) every label of the row is masked: it costs a full context of compute a
 teaches nothing. It is a FAIL for the same reason as TP-PRE-NO-ASSISTANT and
 TP-PRE-EMPTY-ASSISTANT, the other rows that train on nothing; rows that are cut but
 still train something are the WARN TP-PRE-CONTEXT-OVERFLOW.
+With the token map (a tokenizer.json and the `tokenizers` package), the rule reads the
+map instead: a row none of whose tokens carries loss after the run's masking and
+truncation — the response cut away, a template without {% generation %} blocks under
+assistant-only loss, a prompt/completion row whose completion is empty once tokenised —
+with the share of mapped rows. (TRL 1.16 drops such rows before training; older
+trainers train on a batch whose loss is 0 or NaN.)
 What it does not mean: a dead row when your trainer cuts the prompt rather than the end
 (a left truncation side, a separate prompt budget such as DPO's `max_prompt_length`) or
 trains on the prompt tokens too; then the row is only too long — disable this rule or
@@ -112,6 +127,9 @@ pass the `--max-len` your trainer truncates the whole row to.
 
 def check_no_trainable(lengths: TokenLengths, limits: NoLimits, ctx: TokenContext) -> Iterator[Hit]:
     max_len = ctx.max_len
+    if lengths.trained is not None:
+        yield from _no_trainable_mapped(lengths, max_len)
+        return
     dead = [(line, prompt, max(first, second)) for line, (first, second, prompt)
             in enumerate(zip(lengths.tokens, lengths.second, lengths.prompt))
             if _cut_to_nothing(prompt, max_len)]
@@ -122,6 +140,28 @@ def check_no_trainable(lengths: TokenLengths, limits: NoLimits, ctx: TokenContex
                           f"nothing",
                   evidence={"line": line + 1, "prompt_tokens": prompt, "tokens": tokens, "response_tokens": response,
                             "max_len": max_len, "rows_in_file": len(dead)},
+                  location=_line(lengths, line))
+
+
+def _no_trainable_mapped(lengths: TokenLengths, max_len: int) -> Iterator[Hit]:
+    """From the token map: rows with no trained token after masking and truncation."""
+    assert lengths.trained is not None
+    dead = sorted(_dead_lines(lengths, max_len))
+    mapped = sum(1 for t in lengths.trained if t != NOT_COUNTED)
+    share = round(len(dead) / mapped, 6) if mapped else 0.0
+    before = lengths.before
+    for line in dead:
+        tokens = max(lengths.tokens[line], lengths.second[line])
+        had = before[line] if before is not None else NOT_COUNTED
+        if had > 0:
+            why = (f"truncation to --max-len {max_len} cuts all {had} trained token(s) "
+                   f"(the row is {tokens} tokens)")
+        else:
+            why = f"the masking leaves no trained token ({lengths.cause or 'no token of the row carries loss'})"
+        yield Hit(message=f"line {line + 1}: the row trains on nothing: {why} ({len(dead)} of {mapped} rows, "
+                          f"{100 * share:.3g}%)",
+                  evidence={"line": line + 1, "tokens": tokens, "trained_before_truncation": max(had, 0),
+                            "max_len": max_len, "rows_in_file": len(dead), "share": share},
                   location=_line(lengths, line))
 
 

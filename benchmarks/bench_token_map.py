@@ -1,0 +1,174 @@
+"""Token-map throughput and memory, with a peer measured in the same run.
+
+    python benchmarks/bench_token_map.py [--rows 1000000] [--peer-rows 20000] [--keep]
+
+Generates a chat JSONL file (default 1M rows, two to four turns each) and a byte-level BPE
+tokenizer folder with a chat template that marks the assistant turn with
+{% generation %} (both made here, in a temporary folder deleted afterwards), then runs
+each contender in its own subprocess and reports rows/s and peak RSS (ru_maxrss):
+
+- trainproof-lsp `map_tokens` under assistant-only loss and max length 256, with one
+  core (RAYON_NUM_THREADS=1, the process pinned to one CPU) and with all cores;
+- the peer: transformers' `apply_chat_template(tokenize=True, return_dict=True,
+  return_assistant_tokens_mask=True)` row by row — what TRL's SFTTrainer runs per row to
+  build the same masks — on the first `--peer-rows` rows (its rate is per row, so a
+  sample measures it; it is not run on the whole file).
+
+Rendering the chat template happens in the map's bounded child process (one per file),
+so the all-cores figure speeds up the encoding (encode_batch) but not the rendering.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_LEN = 256
+
+WORDS = ("the of and to in is was for on that with as by at from it this be are an or have had not but what all "
+         "were when we there can been one do did will more no if out so said who up about into than them could "
+         "time only new some these two may then first any like model loss step learning rate batch token data "
+         "gradient epoch checkpoint training eval").split()
+
+TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+            "{% if m['role'] == 'assistant' %}{% generation %}{{ m['content'] }}<|im_end|>{% endgeneration %}"
+            "{% else %}{{ m['content'] }}<|im_end|>{% endif %}\n{% endfor %}"
+            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def _sentence(rng: random.Random, lo: int, hi: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi))).capitalize() + "."
+
+
+def generate(path: Path, rows: int, seed: int = 1) -> None:
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(rows):
+            turns = []
+            for k in range(rng.choice((2, 2, 4))):
+                role = "user" if k % 2 == 0 else "assistant"
+                turns.append({"role": role, "content": " ".join(_sentence(rng, 4, 30) for _ in range(rng.randint(1, 4)))})
+            f.write(json.dumps({"messages": turns}) + "\n")
+
+
+def make_tokenizer(folder: Path) -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    rng = random.Random(2)
+    corpus = [_sentence(rng, 5, 40) for _ in range(5000)]
+    trainer = trainers.BpeTrainer(vocab_size=2000, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus, trainer=trainer)
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+        "chat_template": TEMPLATE}), encoding="utf-8")
+
+
+# --- the contenders, each run as `python bench_token_map.py --child NAME FILE TOKDIR ROWS` ---------
+
+
+def child_map(path: str, tokdir: str, rows: int) -> dict[str, float]:
+    sys.path.insert(0, str(ROOT))
+    from trainproof_lsp.readers import token_map as tm
+
+    tok = tm.load_run_tokenizer(tokdir)
+    start = time.perf_counter()
+    m = tm.map_tokens(path, tok, tm.Masking(max_len=MAX_LEN, assistant_only=True), lines=rows, records=rows)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rows": m.rows, "trained": float(sum(m.trained))}
+
+
+def child_peer(path: str, tokdir: str, rows: int) -> dict[str, float]:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokdir)
+    with open(path, encoding="utf-8") as f:
+        convs = [json.loads(next(f))["messages"] for _ in range(rows)]
+    start = time.perf_counter()
+    trained = 0
+    for messages in convs:
+        out = tok.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+        trained += sum(out["assistant_masks"][:MAX_LEN])
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rows": rows, "trained": float(trained)}
+
+
+def run_child(name: str, path: Path, tokdir: Path, rows: int, *, one_core: bool) -> dict[str, float]:
+    env = dict(os.environ)
+    env["TOKENIZERS_PARALLELISM"] = "false" if one_core else "true"
+    if one_core:
+        env["RAYON_NUM_THREADS"] = "1"
+    else:
+        env.pop("RAYON_NUM_THREADS", None)
+    cmd = [sys.executable, __file__, "--child", name, str(path), str(tokdir), str(rows)]
+    if one_core:
+        cmd.append("--pin")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--peer-rows", type=int, default=20_000)
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--child", nargs=4, metavar=("NAME", "FILE", "TOKDIR", "ROWS"))
+    ap.add_argument("--pin", action="store_true")
+    args = ap.parse_args()
+    if args.child:
+        name, path, tokdir, rows = args.child
+        if args.pin and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        result = (child_map if name == "map" else child_peer)(path, tokdir, int(rows))
+        result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(result))
+        return
+    work = Path(tempfile.mkdtemp(prefix="bench-token-map-"))
+    try:
+        data, tokdir = work / "chat.jsonl", work / "tok"
+        t = time.perf_counter()
+        generate(data, args.rows)
+        make_tokenizer(tokdir)
+        size = data.stat().st_size
+        print(f"{args.rows:,} chat rows, {size / 1e6:.0f} MB, generated in {time.perf_counter() - t:.1f} s; "
+              f"max length {MAX_LEN}, assistant-only loss; {os.cpu_count()} core(s)")
+        one = run_child("map", data, tokdir, args.rows, one_core=True)
+        every = run_child("map", data, tokdir, args.rows, one_core=False)
+        peer_rows = min(args.peer_rows, args.rows)
+        peer = run_child("peer", data, tokdir, peer_rows, one_core=True)
+        rate = {k: v["rows"] / v["seconds"] for k, v in (("one", one), ("all", every), ("peer", peer))}
+        print(f"{'contender':<52} {'rows/s':>10} {'seconds':>9} {'peak RSS MiB':>13}")
+        for label, r, k in (("trainproof-lsp map_tokens, one core", one, "one"),
+                            ("trainproof-lsp map_tokens, all cores", every, "all"),
+                            (f"transformers apply_chat_template per row ({peer_rows:,} rows)", peer, "peer")):
+            print(f"{label:<52} {rate[k]:>10,.0f} {r['seconds']:>9.2f} {r['peak_rss_mib']:>13.0f}")
+        print(f"ratios: map one core / peer = {rate['one'] / rate['peer']:.2f}x; "
+              f"map all cores / peer = {rate['all'] / rate['peer']:.2f}x; all / one core = {rate['all'] / rate['one']:.2f}x")
+        if one["trained"] != every["trained"]:
+            raise SystemExit("one core and all cores disagree on the trained tokens")
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
