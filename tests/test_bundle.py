@@ -375,21 +375,43 @@ def test_doctor_gives_one_bundle_report_a_folder_beside_the_per_file_reports(fol
     assert b.verdict is Verdict.FAIL and [f.id for f in b.findings] == ["TP-BUNDLE-STOP-TOKEN"]
 
 
-def test_doctor_text_lists_the_bundle_files_and_the_checks_across_them(folders):
-    from trainproof_lsp.cli import main
+def run_cli(*argv: str) -> tuple[int, str]:
     import contextlib
     import io
 
+    from trainproof_lsp.cli import main
+
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = main(["doctor", str(folders["healthy"]), "--json"])
+        code = main(list(argv))
+    return code, buf.getvalue()
+
+
+HEALTHY_FILES = ["chat_template.jinja", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                 "tokenizer_config.json"]
+
+
+def test_doctor_json_lists_the_bundle_files_and_the_checks_across_them(folders):
+    code, out = run_cli("doctor", str(folders["healthy"]), "--json")
     assert code == 0
-    doc = json.loads(buf.getvalue())
-    (b,) = [r for r in doc["reports"] if r["artefact"]["kind"] == "bundle"]
-    assert [Path(s).name for s in b["artefact"]["sources"]] == [
-        "chat_template.jinja", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-        "tokenizer_config.json"]
+    (b,) = [r for r in json.loads(out)["reports"] if r["artefact"]["kind"] == "bundle"]
+    assert [Path(s).name for s in b["artefact"]["sources"]] == HEALTHY_FILES
     assert "TP-BUNDLE-STOP-TOKEN" in json.dumps(b)
+
+
+def test_doctor_text_names_the_bundle_files_and_what_was_checked_across_them(folders):
+    folder = folders["adapter_untrained"]
+    code, out = run_cli("doctor", str(folders["healthy"]), str(folder))
+    assert code == 1
+    lines = out.splitlines()
+    healthy = lines.index(f"== {folders['healthy']} (bundle: {', '.join(HEALTHY_FILES)}): PASS — 0 finding(s); "
+                          "5 check(s) ran, 6 skipped")
+    assert lines[healthy + 1] == ("   across files: TP-BUNDLE-STOP-TOKEN, TP-BUNDLE-SPECIAL-ID-MISMATCH, "
+                                  "TP-BUNDLE-VOCAB-BEYOND-EMBEDDINGS, TP-BUNDLE-ZERO-ELEMENT-TENSORS, "
+                                  "TP-BUNDLE-NO-LM-HEAD; 6 skipped (-v says why)")
+    # an adapter's bundle names the local base model's files it was checked against
+    assert (f"== {folder} (bundle: adapter_config.json, adapter_model.safetensors, ../base/config.json, "
+            "../base/model.safetensors): FAIL — 1 finding(s); 5 check(s) ran, 6 skipped") in lines
 
 
 def test_a_broken_config_is_not_checked_never_a_crash_or_a_fail(folders, tmp_path):

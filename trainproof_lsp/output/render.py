@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from typing import Any, Iterable
 
 from .. import TOOL_NAME, __version__
@@ -164,12 +165,17 @@ def to_text(o: Outcome, *, verbose: bool = False) -> str:
         sources = f" ({len(r.artefact.sources)} sources)" if len(r.artefact.sources) > 1 else ""
         if r.artefact.kind == "tokenizer":  # a folder: say what in it was judged
             sources = f" (tokenizer, {len(r.artefact.sources)} files)"
+        if r.artefact.kind == "bundle":  # a folder's files judged together: name them (judge/bundle.py)
+            sources = " (bundle: " + ", ".join(os.path.relpath(s, r.artefact.path) for s in r.artefact.sources) + ")"
         baseline = r.baseline
         sources += f" vs baseline {baseline.path}" if baseline is not None else ""
         out.append(
             f"== {r.artefact.path}{sources}: {r.verdict.value} — {len(counted)} finding(s); "
             f"{len(ran)} check(s) ran, {len(skipped)} skipped"
         )
+        if r.artefact.kind == "bundle" and not verbose:  # what was checked across the files
+            out.append(f"   across files: {', '.join(ran) if ran else 'nothing'}"
+                       + (f"; {len(skipped)} skipped (-v says why)" if skipped else ""))
         note = r.comparison.get("common_note") if r.comparison else None
         if note:  # the common span ends before a run does: what the comparison did not see
             out.append(f"   {note}")

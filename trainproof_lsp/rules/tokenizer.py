@@ -256,7 +256,7 @@ def check_double_bos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContex
 DOUBLE_BOS = Rule(id="TP-TOK-DOUBLE-BOS", name="double-bos", level=Level.WARN, doc=DOUBLE_BOS_DOC,
                   check=check_double_bos, family=TOKENIZER)
 
-DOUBLE_BOS_IF_DOC = """The chat template writes the BOS the tokenizer also adds: text rendered and encoded again would start with two.
+DOUBLE_BOS_IF_DOC = """The chat template writes the BOS the tokenizer also adds: re-encoded text would get two.
 
 What it flags: the chat template writes the BOS (`{{ bos_token }}` or its text) and the
 tokenizer adds one when encoding (`add_bos_token: true`, or a tokenizer.json
@@ -335,7 +335,7 @@ MAX_LENGTH_SENTINEL = Rule(id="TP-TOK-MAX-LENGTH-SENTINEL", name="max-length-sen
                            doc=SENTINEL_DOC, limits=SentinelLimits, check=check_sentinel,
                            family=TOKENIZER)
 
-UNSET_DOC = """No max length anywhere for the run: the tokenizer's is the 1e30 sentinel and the run's arguments set none.
+UNSET_DOC = """No max length for the run: the tokenizer's is the 1e30 sentinel and the run's arguments set none.
 
 What it flags: `model_max_length` at or above `sentinel_at` in tokenizer_config.json while
 the run's saved arguments (training_args.bin of the folder, walked without unpickling)
