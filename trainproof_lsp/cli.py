@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeAlias
 
 from . import TOOL_NAME, __version__
-from .core.config import Config, ConfigError, keep_security, with_columns, with_ignored, with_vocab
+from .core.config import Config, ConfigError, keep_security, with_columns, with_fields, with_ignored, with_vocab
 from .core.model import Level, Outcome, ReadError, Run, Verdict
 from .core.text import printable
 from .judge import compare, engine
@@ -90,9 +90,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--column", metavar="SERIES=NAME", action="append", default=None,
                    help="read the log's column (key, tag) NAME as SERIES (loss, eval_loss, lr, grad_norm, "
                         "step, ...) when its name is not one the readers know; repeatable")
+    _field_option(p)
     p.add_argument("--num-classes", metavar="C", type=int,
                    help="number of labels of a classifier (the same bound as --vocab-size) for "
                         "TP-AT-CHANCE and TP-LOSS-ABOVE-UNIFORM")
+
+
+def _field_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--field", metavar="FIELD=KEY", action="append", default=None,
+                   help="read a dataset's KEY as the training field FIELD (text, messages, prompt, completion, "
+                        "chosen, rejected, ...), e.g. --field text=content; repeatable")
 
 
 def _html_option(p: argparse.ArgumentParser) -> None:
@@ -174,6 +181,7 @@ def _preflight_parser(sub: SubParsers) -> argparse.ArgumentParser:
                      help="worker processes for the scan (default: the cores available)")
     pre.add_argument("--dask", metavar="ADDRESS",
                      help="scan on the Dask cluster at ADDRESS (tcp://host:8786); needs the `dask` extra")
+    _field_option(pre)
     _output(pre)
     return pre
 
@@ -265,6 +273,7 @@ def _config(args: argparse.Namespace, anchor: Path) -> Config:
             config = with_vocab(config, num_classes, source="--num-classes")
         else:
             config = with_vocab(config, vocab_size)
+        config = with_fields(config, getattr(args, "field", None), "--field")
         return with_columns(config, getattr(args, "column", None), "--column")
     except ConfigError as e:
         raise Refused(f"configuration: {e}") from None

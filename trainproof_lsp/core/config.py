@@ -19,6 +19,10 @@ from .model import SERIES_NAMES
 # What a `columns` setting may name: the canonical series, and the step column
 # (readers/metrics.MAPPABLE, which tests/test_architecture.py keeps equal to this).
 MAPPABLE = (*SERIES_NAMES, "step")
+# What a `fields` setting may name: the training fields of the dataset formats
+# (readers/dataset_records.MAPPABLE_FIELDS, which tests/test_field_mapping.py keeps equal).
+DATASET_FIELDS = ("chosen", "completion", "conversations", "input", "instruction", "messages", "output", "prompt",
+                  "rejected", "text")
 
 
 class RuleSettings(Protocol):
@@ -51,6 +55,9 @@ class Config:
     # Canonical series (loss, eval_loss, lr, grad_norm, ..., or step) -> the column, key or
     # tag a log names it by, for names the readers' alias table does not know.
     columns: Mapping[str, str] = field(default_factory=dict)
+    # Dataset training field (text, messages, prompt, ...) -> the key the user's rows hold
+    # it under (`--field text=content`), for datasets in their own shape.
+    fields: Mapping[str, str] = field(default_factory=dict)
 
     def enabled(self, rule: RuleSettings) -> bool:
         if rule.id in self.ignore:
@@ -85,6 +92,37 @@ def parse_columns(value: Any, where: str) -> dict[str, str]:
             raise ConfigError(f"{where}: {series} must name a column (a non-empty string)")
         out[series] = name
     return out
+
+
+def parse_fields(value: Any, where: str) -> dict[str, str]:
+    """The `fields` setting: a table {field = "key"} (TOML), or "field=key" strings
+    (`--field`, the editor setting). Fields are the formats' own names."""
+    pairs: list[tuple[Any, Any]] = []
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        for item in value:
+            name, sep, key = item.partition("=")
+            if not sep:
+                raise ConfigError(f"{where}: {item!r} is not FIELD=KEY (e.g. text=content)")
+            pairs.append((name.strip(), key.strip()))
+    else:
+        raise ConfigError(f"{where} must map training fields to your keys, e.g. {{text = \"content\"}}")
+    out: dict[str, str] = {}
+    for name, key in pairs:
+        if name not in DATASET_FIELDS:
+            raise ConfigError(f"{where}: unknown training field {name!r}; known: {', '.join(DATASET_FIELDS)}")
+        if not isinstance(key, str) or not key.strip():
+            raise ConfigError(f"{where}: {name} must name a key of your rows (a non-empty string)")
+        out[name] = key
+    return out
+
+
+def with_fields(config: Config, fields: "list[str] | tuple[str, ...] | None", where: str) -> Config:
+    """`--field FIELD=KEY` (or the editor setting) on top of the file's `fields`."""
+    if not fields:
+        return config
+    return dataclasses.replace(config, fields={**config.fields, **parse_fields(list(fields), where)})
 
 
 def with_columns(config: Config, columns: "list[str] | tuple[str, ...] | None", where: str) -> Config:

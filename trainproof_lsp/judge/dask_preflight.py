@@ -142,7 +142,8 @@ def find_on_cluster(client: Any, names: Sequence[str], config: Config, *, eval_f
         if isinstance(plan, PartFailed):
             continue
         for k, (a, b) in enumerate(plan):
-            scan_futs[i, k] = client.submit(scan_part, names[i], a, b, max_row, False, pure=False)
+            scan_futs[i, k] = client.submit(scan_part, names[i], a, b, max_row, False, dict(config.fields) or None,
+                                            pure=False)
     # 2. their counts and problems, here
     count_futs = {client.submit(_counts, f, pure=False): key for key, f in scan_futs.items()}
     shown = progress(total) if progress is not None else None

@@ -164,17 +164,19 @@ class PartFailed:
     lfs_pointer: bool = False  # the file is a Git LFS pointer: reported as one, as preflight's _scan does
 
 
-def scan_part(path: str, start: int, end: int, max_row_bytes: int, whole: bool) -> DatasetScan | PartFailed:
-    """Scan one byte range of a file (in a worker). The file's own name is kept."""
+def scan_part(path: str, start: int, end: int, max_row_bytes: int, whole: bool,
+              fields: dict[str, str] | None = None) -> DatasetScan | PartFailed:
+    """Scan one byte range of a file (in a worker). The file's own name is kept;
+    `fields`: the field mapping setting (`--field text=content`)."""
     try:
         if "://" not in path:  # streamed from the file, range or whole (a range is never held in memory)
             scan = scan_dataset(path, max_row_bytes=max_row_bytes, start=start, end=None if whole else end,
-                                duplicates=whole)
+                                duplicates=whole, fields=fields)
         else:
             with _open(path) as fh:
                 fh.seek(start)
                 data = fh.read(end - start)
-            scan = scan_dataset(path, data=data, max_row_bytes=max_row_bytes, duplicates=whole)
+            scan = scan_dataset(path, data=data, max_row_bytes=max_row_bytes, duplicates=whole, fields=fields)
     except ReadError as e:
         return PartFailed(reason=str(e), error=e)
     except OSError as e:
@@ -465,6 +467,7 @@ def scan_files(paths: Sequence[str], config: Config, *, jobs: int, part_bytes: i
     """Every file scanned, big ones in ranges, on `jobs` worker processes; one scan (or a
     NOT-CHECKED report) per path, in order."""
     max_row = config.caps.max_row_mb * 2**20
+    fields = dict(config.fields) or None
     sizes: list[int | PartFailed] = []
     for p in paths:
         irregular = not_regular(Path(p)) if "://" not in p else None
@@ -492,7 +495,7 @@ def scan_files(paths: Sequence[str], config: Config, *, jobs: int, part_bytes: i
              for k, (a, b) in enumerate(plan)]
     if not pool or len(tasks) <= 1:
         for i, k, a, b, whole in tasks:
-            results[i, k] = scan_part(paths[i], a, b, max_row, whole)
+            results[i, k] = scan_part(paths[i], a, b, max_row, whole, fields)
             if shown is not None:
                 shown.advance(b - a)
     else:
@@ -503,7 +506,7 @@ def scan_files(paths: Sequence[str], config: Config, *, jobs: int, part_bytes: i
         with _pool(min(jobs, len(tasks))) as workers:
             # Biggest ranges first, so that the last ones to finish are short.
             futures: dict[Future[DatasetScan | PartFailed], tuple[int, int, int]] = {
-                workers.submit(scan_part, paths[i], a, b, max_row, whole): (i, k, b - a)
+                workers.submit(scan_part, paths[i], a, b, max_row, whole, fields): (i, k, b - a)
                 for i, k, a, b, whole in sorted(tasks, key=lambda t: t[2] - t[3])}
             from concurrent.futures import as_completed  # start-up: only a parallel run needs it
 

@@ -204,7 +204,8 @@ def _scan(path: Path, data: bytes | None = None, config: Config | None = None) -
     if lfs is not None:
         return not_checked(name, lfs_pointer.KIND, lfs_pointer.FORMAT, f"{name}: {lfs}")
     try:
-        return scan_dataset(path, data, max_row_bytes=(config or Config()).caps.max_row_mb * 2**20)
+        config = config or Config()
+        return scan_dataset(path, data, max_row_bytes=config.caps.max_row_mb * 2**20, fields=config.fields or None)
     except ReadError as e:
         return not_checked(name, "dataset", "dataset", str(e), e)
     except (ValueError, RecursionError, MemoryError) as e:  # never a traceback, never a FAIL

@@ -8,6 +8,7 @@ read and checked against the rule registry, into a core Config.
     num_classes = 2                       # the same, said of a classifier's labels (one of the two)
     baseline = "runs/known-good"          # compare runs with this one (relative to this file)
     columns = {loss = "MyLoss", eval_loss = "Dev NLL"}   # log columns the alias table misses
+    fields = {text = "content"}          # dataset keys that hold a training field (--field)
 
     [tool.trainproof.caps]                # size caps for huge or hostile files (core/caps.py)
     max_log_mb = 1024
@@ -32,7 +33,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]  # tomli is installed on 3.10 only; mypy checks as 3.10 from any interpreter
 
 from ..core.caps import CapsError, caps_from_table
-from ..core.config import Config, ConfigError, parse_columns
+from ..core.config import Config, ConfigError, parse_columns, parse_fields
 from ..rules import BY_ID
 
 
@@ -47,7 +48,7 @@ def _rule_ids(value: Any, key: str, where: str) -> frozenset[str]:
 
 
 def from_table(table: Mapping[str, Any], where: str) -> Config:
-    known = {"select", "ignore", "limits", "vocab_size", "num_classes", "baseline", "caps", "columns"}
+    known = {"select", "ignore", "limits", "vocab_size", "num_classes", "baseline", "caps", "columns", "fields"}
     extra = sorted(set(table) - known)
     if extra:
         raise ConfigError(f"{where}: unknown setting(s) {', '.join(extra)}; known: {', '.join(sorted(known))}")
@@ -90,9 +91,10 @@ def from_table(table: Mapping[str, Any], where: str) -> Config:
     except CapsError as e:
         raise ConfigError(str(e)) from None
     columns = parse_columns(table.get("columns", {}), f"{where}: columns")
+    field_map = parse_fields(table.get("fields", {}), f"{where}: fields")
     return Config(select=select, ignore=ignore, limits=limits, vocab_size=vocab,
                   vocab_source=f"{key} in {where}" if vocab else None, source=where,
-                  baseline=baseline, caps=caps, columns=columns)
+                  baseline=baseline, caps=caps, columns=columns, fields=field_map)
 
 
 def load_file(path: Path) -> Config:

@@ -48,7 +48,8 @@ from .dataset_records import (
     CONVERSATIONAL, EMPTY_ASSISTANT, EMPTY_TEXT, EMPTY_TURN, EXTRA_KEYS, FORMAT_KEYS, FORMATS,
     LAST_NOT_ASSISTANT, MALFORMED, MISSING_KEYS, NO_ASSISTANT, NON_STRING, NOT_ALTERNATING, PRECEDENCE,
     PREFERENCE, PROMPT_COMPLETION, REQUIRED_KEYS, SHAREGPT, SHAREGPT_ROLES, SYSTEM_NOT_FIRST, TEXT,
-    UNKNOWN_ROLE, UNREADABLE_ROW, VOCABULARY, DatasetScan, Duplicate, LineFacts, LineProblem, Number,
+    MAPPABLE_FIELDS, UNKNOWN_ROLE, UNREADABLE_ROW, VOCABULARY, DatasetScan, Duplicate, FieldMap, LineFacts,
+    LineProblem, Number, with_fields,
     check_record, classify, counts_as_record, is_filled_text, role_issues, scan_line, scan_lines,
     sorted_problems, text_hashes, value_hashes)
 from .dataset_session import DatasetFeed
@@ -76,17 +77,18 @@ _OverCap = OverCap
 
 
 def scan_dataset(path: Path | str, data: bytes | None = None, *, max_row_bytes: int = 0, start: int = 0,
-                 end: int | None = None, duplicates: bool = True) -> DatasetScan:
+                 end: int | None = None, duplicates: bool = True, fields: FieldMap | None = None) -> DatasetScan:
     """Stream a JSONL dataset (or read a JSON array of records) into a DatasetScan.
     `data`: the file's bytes, when they are in memory already (an editor buffer, or a
     byte range fetched from remote storage). `start`/`end`: a byte range of the file, cut
     at line boundaries, streamed and scanned as if it were the whole file. A row longer
     than `max_row_bytes` (default: caps.py max_row_mb) is not read. Without `duplicates`
     the duplicate search is left to the caller (who merges ranges' hashes first).
+    `fields` maps the user's keys onto the training fields (`--field text=content`).
 
     Raises ReadError (one line) when the file cannot be read at all."""
     return dataset_scan.scan_dataset(path, data, max_row_bytes=max_row_bytes, block_bytes=CHUNK_BYTES,
-                                     start=start, end=end, duplicates=duplicates)
+                                     start=start, end=end, duplicates=duplicates, fields=fields)
 
 
 def _chunks(fh: BinaryIO, first: bytes, max_row: int = 0) -> Iterator[bytes]:

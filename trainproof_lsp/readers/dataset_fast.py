@@ -27,7 +27,7 @@ import msgspec
 from .dataset_records import (
     _BYTE_AT, _ROW_AT, ALPACA, CHAT, CHAT_ROLES, FORMAT_KEYS, PRECEDENCE, PREFERENCE, PROMPT_COMPLETION, SHAREGPT,
     SHAREGPT_ROLES, TEXT, UNREADABLE_ROW, VOCABULARY, LineFacts, LineProblem, _dec_any, _enc, _hash, _problem, classify, counts_as_record,
-    is_filled_text, role_issues, scan_line)
+    FieldMap, is_filled_text, role_issues, scan_line)
 
 def _nth_record_line(chunk: bytes, k: int) -> int:
     """Line offset of the k-th non-blank line of a chunk (decode_lines skips blank ones)."""
@@ -279,8 +279,11 @@ def _clean_turns(ms: list[Any]) -> bool:
 class Scanner:
     """The growing key set, counters and hash arrays while one file streams through."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fields: FieldMap | None = None) -> None:
         self.path = path
+        # A field mapping: every row goes through the reference path, which maps the
+        # user's keys (the typed decoding knows only the formats' own names).
+        self.fields = dict(fields) if fields else None
         self.keys: set[str] = set()
         self.exact = array("Q")
         self.near = array("Q")
@@ -329,7 +332,7 @@ class Scanner:
         ex, nr = self.exact, self.near
         keys = self.keys
         for i, raw in enumerate(lines):
-            f = scan_line(base + i, raw)
+            f = scan_line(base + i, raw, self.fields)
             self.take(f)
             ex.append(f.exact)
             nr.append(f.near)
@@ -346,6 +349,10 @@ class Scanner:
         the lines before a broken one are decoded again; the lines after it are decoded
         once, as one piece, from just past it (a broken line never makes the lines
         after it be read twice). `lines`: the segment's line count when the caller has it."""
+        if self.fields:
+            cut = seg.split(b"\n")
+            self.slow(base, cut[:-1] if seg.endswith(b"\n") else cut)
+            return
         size = len(seg)
         pos = 0
         while pos < size:
@@ -569,7 +576,7 @@ class Scanner:
         lines = chunk.split(b"\n")
         ex, nr = self.exact, self.near
         for i in rows:
-            f = scan_line(base + i, lines[i])
+            f = scan_line(base + i, lines[i], self.fields)
             self.take(f)
             ex[base + i] = f.exact
             nr[base + i] = f.near

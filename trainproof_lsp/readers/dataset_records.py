@@ -76,6 +76,25 @@ PRECEDENCE: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# A field mapping (`--field text=content`, `[tool.trainproof] fields`, the editor's
+# `trainproof.fields`): a training field's name -> the key the user's rows give it under.
+# Mappable: the keys the formats read.
+MAPPABLE_FIELDS = tuple(sorted(VOCABULARY))
+FieldMap = Mapping[str, str]
+
+
+def with_fields(obj: dict[str, Any], fields: FieldMap) -> dict[str, Any]:
+    """A row with the user's keys under the training fields' names they map to (a key is
+    moved only when the row has no key of the training field's own name: a row that
+    already says `text` keeps it). The row itself is left as it is."""
+    moved = {name: key for name, key in fields.items() if key in obj and name not in obj and key != name}
+    if not moved:
+        return obj
+    out = {k: v for k, v in obj.items() if k not in moved.values()}
+    out.update((name, obj[key]) for name, key in moved.items())
+    return out
+
+
 def classify(keys: Iterable[str]) -> str | None:
     """The format a row's keys say it is in; None when it has no training field."""
     ks = set(keys)
@@ -348,8 +367,11 @@ def _pair_sequence(line: int, pk: str, prompt: Any, ak: str, answer: Any, out: l
             out.append(_problem(line, kind, f"{pk}+{ak}: {msg}", key=ak, turn=i))
 
 
-def check_record(line: int, obj: Any, width: int = 0) -> LineFacts:
-    """Schema checks and hashes of one decoded record (the reference implementation)."""
+def check_record(line: int, obj: Any, width: int = 0, fields: FieldMap | None = None) -> LineFacts:
+    """Schema checks and hashes of one decoded record (the reference implementation);
+    `fields` maps the user's keys onto the training fields first."""
+    if fields and isinstance(obj, dict):
+        obj = with_fields(obj, fields)
     if not isinstance(obj, dict):
         what = "null" if obj is None else type(obj).__name__
         return LineFacts(line=line, format=None, problems=(
@@ -361,7 +383,8 @@ def check_record(line: int, obj: Any, width: int = 0) -> LineFacts:
         keys = ", ".join(sorted(obj)) or "none"
         out.append(_problem(line, MISSING_KEYS, f"no training field (keys: {keys}); expected one of the formats "
                                                 "text, prompt/completion, messages, conversations, "
-                                                "instruction/output, chosen/rejected", 0, width, keys=len(obj)))
+                                                "instruction/output, chosen/rejected, or a field mapping "
+                                                "(--field text=KEY)", 0, width, keys=len(obj)))
         return LineFacts(line=line, format=None, problems=tuple(out))
     missing = [k for k in REQUIRED_KEYS[fmt] if k not in obj]
     if missing:
@@ -424,8 +447,9 @@ def check_record(line: int, obj: Any, width: int = 0) -> LineFacts:
     return LineFacts(line=line, format=fmt, problems=problems, exact=exact, near=near, conversational=conversational)
 
 
-def scan_line(line: int, raw: bytes) -> LineFacts:
-    """One JSONL line (without its newline; a trailing CR is ignored)."""
+def scan_line(line: int, raw: bytes, fields: FieldMap | None = None) -> LineFacts:
+    """One JSONL line (without its newline; a trailing CR is ignored); `fields` maps the
+    user's keys onto the training fields."""
     if raw.endswith(b"\r"):
         raw = raw[:-1]
     if not raw.strip():
@@ -458,14 +482,14 @@ def scan_line(line: int, raw: bytes) -> LineFacts:
         return LineFacts(line=line, format=None, problems=(
             _problem(line, UNREADABLE_ROW, "JSON nested too deeply to read (the decoder's depth limit); "
                      "the row was not checked", 0, width),))
-    return check_record(line, obj, width)
+    return check_record(line, obj, width, fields)
 
 
-def scan_lines(lines: Iterable[tuple[int, bytes]]) -> list[LineFacts]:
+def scan_lines(lines: Iterable[tuple[int, bytes]], fields: FieldMap | None = None) -> list[LineFacts]:
     """Per-line facts and hashes for (line number, line bytes) pairs — the entry point
     for re-checking only the lines an editor changed; duplicates across the whole file
     are then found from the hashes (see `find_duplicates`)."""
-    return [scan_line(n, raw) for n, raw in lines]
+    return [scan_line(n, raw, fields) for n, raw in lines]
 
 def sorted_problems(problems: Iterable[LineProblem]) -> list[LineProblem]:
     """Problems in the order reports list them: by line, column, kind."""

@@ -16,7 +16,7 @@ from ..core.positions import ByteIndex
 from .dataset_duplicates import find_duplicates
 from .dataset_fast import Scanner
 from .dataset_records import (
-    _BYTE_AT, BOM, MALFORMED, DatasetScan, LineFacts, LineProblem, _dec_any, _problem, check_record,
+    _BYTE_AT, BOM, MALFORMED, DatasetScan, FieldMap, LineFacts, LineProblem, _dec_any, _problem, check_record,
     sorted_problems)
 from .dataset_sources import CHUNK_BYTES, DEFAULT_MAX_ROW, OverCap, Source, newline_counter
 from .jsonpos import element_ranges
@@ -42,7 +42,7 @@ def opens_array(head: bytes) -> bool:
 
 def scan_dataset(path: Path | str, data: bytes | None = None, *, max_row_bytes: int = 0,
                  block_bytes: int = CHUNK_BYTES, start: int = 0, end: int | None = None,
-                 duplicates: bool = True) -> DatasetScan:
+                 duplicates: bool = True, fields: FieldMap | None = None) -> DatasetScan:
     """Stream a JSONL dataset (or read a JSON array of records) into a DatasetScan.
     A row longer than `max_row_bytes` (default: caps.py max_row_mb) is not read;
     `block_bytes` is the size of the chunks it is read and decoded in. `start`/`end`: only
@@ -67,17 +67,17 @@ def scan_dataset(path: Path | str, data: bytes | None = None, *, max_row_bytes: 
                 # A .jsonl file whose first row happens to be an array is JSONL with a
                 # bad first line, not a JSON array: read it line by line.
                 if not jsonl or _is_json_array(data[skip:]):
-                    return _scan_json_array(name, data, skip, bom, crlf, duplicates)
+                    return _scan_json_array(name, data, skip, bom, crlf, duplicates, fields)
                 with Source(path, data, block_bytes=block_bytes) as mem:
-                    return _scan_jsonl(name, mem, mem.head(HEAD_BYTES), skip, bom, crlf, duplicates)
-            return _scan_jsonl(name, src, head, skip, bom, crlf, duplicates)
+                    return _scan_jsonl(name, mem, mem.head(HEAD_BYTES), skip, bom, crlf, duplicates, fields)
+            return _scan_jsonl(name, src, head, skip, bom, crlf, duplicates, fields)
     except OSError as e:
         raise ReadError(f"{name}: cannot read ({e.strerror or e})") from None
 
 
-def _scan_jsonl(name: str, src: Source, head: bytes, skip: int, bom: bool, crlf: bool, duplicates: bool
-                ) -> DatasetScan:
-    sc = Scanner(name)
+def _scan_jsonl(name: str, src: Source, head: bytes, skip: int, bom: bool, crlf: bool, duplicates: bool,
+                fields: FieldMap | None = None) -> DatasetScan:
+    sc = Scanner(name, fields)
     base = 0
     size = skip
     newlines = newline_counter(src.size())
@@ -108,10 +108,11 @@ def _is_json_array(data: bytes) -> bool:
     return True
 
 
-def _scan_json_array(name: str, data: bytes, skip: int, bom: bool, crlf: bool, duplicates: bool) -> DatasetScan:
+def _scan_json_array(name: str, data: bytes, skip: int, bom: bool, crlf: bool, duplicates: bool,
+                     fields: FieldMap | None = None) -> DatasetScan:
     """A pretty-printed (or compact) JSON array of records: each element is checked by
     the reference path and located at its first line."""
-    sc = Scanner(name)
+    sc = Scanner(name, fields)
     index = ByteIndex(data)
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     try:
@@ -137,7 +138,7 @@ def _scan_json_array(name: str, data: bytes, skip: int, bom: bool, crlf: bool, d
             obj = _dec_any.decode(bytes(raw))
         except msgspec.DecodeError:  # cannot happen after the typed decode; be safe
             continue
-        f = check_record(span.start_line, obj, span.start_char + 1)
+        f = check_record(span.start_line, obj, span.start_char + 1, fields)
         f = LineFacts(line=f.line, format=f.format, exact=f.exact, near=f.near, conversational=f.conversational,
                       problems=tuple(
             LineProblem(line=p.line, kind=p.kind, message=p.message, start=span.start_char,

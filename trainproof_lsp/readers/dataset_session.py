@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .dataset_duplicates import duplicates_from_groups
-from .dataset_records import BOM, DatasetScan, LineFacts, LineProblem, counts_as_record, scan_line, sorted_problems
+from .dataset_records import BOM, DatasetScan, FieldMap, LineFacts, LineProblem, counts_as_record, scan_line, sorted_problems
 from .dataset_scan import HEAD_BYTES, has_nul, opens_array, scan_dataset
 
 # How far to look for a format's next row when an edit removed its first one, before
@@ -87,23 +87,25 @@ def _regroup(values: array[int], groups: dict[int, list[int]], removed: array[in
                 groups.pop(h, None)
 
 
-def line_facts(line: int, text: str) -> LineFacts:
+def line_facts(line: int, text: str, fields: FieldMap | None = None) -> LineFacts:
     """The facts of one line of a buffer (its text without the newline), as the full
     scan states them: a BOM opening the first line is not part of its record."""
     raw = text.encode("utf-8", "replace")
     if line == 0 and raw.startswith(BOM):
         raw = raw[len(BOM):]
-    return scan_line(line, raw)
+    return scan_line(line, raw, fields)
 
 
 class DatasetFeed:
     """One JSON Lines buffer's scan, updated line range by line range."""
 
-    def __init__(self, scan: DatasetScan, line_count: int, *, trailing_newline: bool) -> None:
+    def __init__(self, scan: DatasetScan, line_count: int, *, trailing_newline: bool,
+                 fields: FieldMap | None = None) -> None:
         """`scan`: the full scan of the buffer (JSON Lines layout); `line_count`: its lines
         as an editor counts them (the "" after a final newline included). The feed takes
         over the scan's hash arrays (a 100k-line buffer would copy 1.6 MB for nothing)."""
         self.path = scan.path
+        self.fields = dict(fields) if fields else None  # the field mapping the scan was made with
         pad = line_count - len(scan.exact)
         self.exact, self.near = scan.exact, scan.near
         if pad > 0:
@@ -132,14 +134,15 @@ class DatasetFeed:
         self._trailing_empty = trailing_newline
 
     @classmethod
-    def start(cls, path: Path | str, text: str) -> tuple[DatasetScan, DatasetFeed | None]:
+    def start(cls, path: Path | str, text: str, fields: FieldMap | None = None
+              ) -> tuple[DatasetScan, DatasetFeed | None]:
         """The full scan of a buffer, and a feed for it when its layout allows line-by-line
         updates (JSON Lines; a JSON array is scanned whole each time). Raises ReadError
         as `scan_dataset` does."""
-        scan = scan_dataset(path, text.encode("utf-8", "replace"))
+        scan = scan_dataset(path, text.encode("utf-8", "replace"), fields=fields)
         if scan.layout != "jsonl":
             return scan, None
-        return scan, cls(scan, text.count("\n") + 1, trailing_newline=text.endswith("\n"))
+        return scan, cls(scan, text.count("\n") + 1, trailing_newline=text.endswith("\n"), fields=fields)
 
     def replace(self, start: int, end: int, count: int, old: Sequence[str], lines: Sequence[str]) -> None:
         """Lines [start, end] of the old text (whose text was `old`) became the `count`
@@ -150,8 +153,9 @@ class DatasetFeed:
         delta = k - (e - s + 1)
         # The "" after a final newline is no line to the reader: never count it.
         old_last, new_last = self._line_count - 1, len(lines) - 1
-        gone = [line_facts(s + i, text) for i, text in enumerate(old) if not (s + i == old_last and text == "")]
-        new = [line_facts(s + i, lines[s + i]) for i in range(k)]
+        gone = [line_facts(s + i, text, self.fields) for i, text in enumerate(old)
+                if not (s + i == old_last and text == "")]
+        new = [line_facts(s + i, lines[s + i], self.fields) for i in range(k)]
         self.rescanned += len(new)
         counted_new = [f for f in new if not (f.line == new_last and lines[new_last] == "")]
         for sign, facts in ((-1, gone), (1, counted_new)):
@@ -210,7 +214,7 @@ class DatasetFeed:
         for line in range(start, min(len(lines), start + FIRST_LOOKAHEAD)):
             if self.format_rows.get(fmt, 0) <= 0:
                 break
-            if line_facts(line, lines[line]).format == fmt:
+            if line_facts(line, lines[line], self.fields).format == fmt:
                 return line
         self.needs_rescan = True  # too far to look: the caller re-scans the buffer
         return start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,6 @@ from .coqui import looks_like_coqui
 from .lfs import FORMAT as LFS_FORMAT, KIND as LFS_KIND, pointer_reason, pointer_size
 from .metrics import ALIASES, STEP_ALIASES
 from .script import CONFIG_CLASSES
-from .speech import listing_layout as speech_layout
 from .stdout_log import looks_like_stdout_log
 from .stacks import LLAMAFACTORY_STEP_KEY, SWIFT_STEP_KEY
 from .torchtune import looks_like_torchtune
@@ -64,9 +64,7 @@ RESIDENTS = {
     "train_results.json": "the Trainer's summary of the run (save_metrics); its log is judged",
     "eval_results.json": "the Trainer's summary of the run (save_metrics); its log is judged",
 }
-# (HfArgumentParser: a config whose values are its dataclass defaults and the launch flags)
-_TRAINING_CONFIG = re.compile(rb"\b(?:" + b"|".join(c.encode() for c in (*CONFIG_CLASSES, "HfArgumentParser"))
-                              + rb")\s*\(")
+_TRAINING_CONFIG = re.compile(rb"\b(?:" + b"|".join(c.encode() for c in CONFIG_CLASSES) + rb")\s*\(")
 
 
 def _first_keys(head: bytes) -> set[str]:
@@ -74,6 +72,22 @@ def _first_keys(head: bytes) -> set[str]:
     for m in re.finditer(rb'"((?:[^"\\]|\\.){1,80})"\s*:', head[:8192]):
         keys.add(m.group(1).decode("utf-8", "replace").lower())
     return keys
+
+
+def _mostly_text(head: bytes) -> bool:
+    """The first record of a JSONL head holds more text values than numbers: a row of
+    data, not a metric record (metric logs write numbers; a timestamp or a phase name
+    beside them is a minority)."""
+    first = next((ln for ln in head.split(b"\n", 8)[:8] if ln.strip()), b"")
+    try:
+        row = json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(row, dict):
+        return False
+    text = sum(isinstance(v, (str, list, dict)) for v in row.values())
+    numbers = sum(isinstance(v, (int, float)) and not isinstance(v, bool) for v in row.values())
+    return text > numbers
 
 
 # `import torch`, `from transformers import Trainer`, `import lightning.pytorch as pl`...
@@ -102,9 +116,6 @@ def detect(path: Path, head: bytes) -> Detected:
         return Detected("metrics", WANDB_FORMAT)
     if name in RESIDENTS:
         return Detected("resident", name, RESIDENTS[name])
-    layout = speech_layout(path, head)  # a NeMo manifest, LJSpeech/XTTS metadata: readers/speech.py
-    if layout is not None:
-        return Detected("speech", layout, "speech dataset (audio with transcripts)")
     if name in _TRAINER_STATE or (suffix == ".json" and b'"log_history"' in head):
         return Detected("metrics", "hf-trainer-state")
     if lower.endswith(_SHARDED_INDEX):
@@ -140,6 +151,10 @@ def detect(path: Path, head: bytes) -> Detected:
         if keys & _DATASET_KEYS:
             return Detected("dataset", "dataset-jsonl" if suffix != ".json" else "dataset-json",
                             "training dataset (preflight checks)")
+        if suffix != ".json" and _mostly_text(head):
+            # Rows in the user's own shape (`question`/`answer`...): a dataset, judged as one
+            # (a field mapping, `--field text=KEY`, names its training fields).
+            return Detected("dataset", "dataset-jsonl", "training dataset (preflight checks)")
         # Unknown records: read as metrics so the report names the columns it saw.
         return Detected("metrics", fmt)
     if suffix == ".json":

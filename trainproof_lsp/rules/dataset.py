@@ -7,6 +7,7 @@ rule decides the level and the words. The registry entries are the tuple DATASET
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -109,9 +110,30 @@ row of a format without one of its required keys (a `prompt` without `completion
 `chosen` without `rejected`, alpaca without `output`).
 Why it matters: the loader raises a KeyError mid-epoch, or the collator drops the row
 and nobody notices.
+When every row of the file lacks its training field in the same way (a dataset in its own
+shape, `question`/`answer`), that is one finding on the first row with the count, not one
+a line: map the keys with `--field text=KEY` (or `fields` in `[tool.trainproof]`, the
+editor's `trainproof.fields`).
 What it does not mean: that optional keys are required: `input` (alpaca), `prompt`
 (preference pairs) and extra metadata keys such as `id` or `source` are fine.
 """, (ds.MISSING_KEYS,))
+
+
+def _missing_keys(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[Hit]:
+    """Per line, unless every row lacks a training field the same way: then one hit for
+    the file, with the count (a schema the file holds throughout, not a broken line)."""
+    missing = [p for p in scan.problems if p.kind == ds.MISSING_KEYS]
+    shapes = {p.message.split("(keys:")[0] if "(keys:" in p.message else p.message for p in missing}
+    if scan.records >= 2 and len(missing) == scan.records and len(shapes) == 1:
+        first = missing[0]
+        yield Hit(message=f"every one of the {len(missing)} rows, from line {first.line + 1}: {first.message}",
+                  evidence={"rows": len(missing), "records": scan.records, "line": first.line + 1, **dict(first.evidence)},
+                  location=_location(scan, first))
+        return
+    yield from _line_check((ds.MISSING_KEYS,))(scan, limits, ctx)
+
+
+MISSING_KEYS = dataclasses.replace(MISSING_KEYS, check=_missing_keys)
 
 EXTRA_KEYS = _rule("TP-PRE-EXTRA-KEYS", "extra-keys", Level.WARN, """A row holds the keys of two formats.
 

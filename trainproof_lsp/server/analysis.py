@@ -136,7 +136,7 @@ class Configs:
 def load_config(folder: Path, settings: "Settings") -> tuple["Config", list[str]]:
     """The config for files in `folder` with the editor's settings laid over it, and what
     was wrong with either (a message each). Blocking: runs in a worker thread."""
-    from ..core.config import Config, ConfigError, keep_security, with_caps, with_columns, with_vocab
+    from ..core.config import Config, ConfigError, keep_security, with_caps, with_columns, with_fields, with_vocab
     from ..judge.settings import discover, load_file
     from ..rules import SECURITY_IDS
 
@@ -159,6 +159,10 @@ def load_config(folder: Path, settings: "Settings") -> tuple["Config", list[str]
     config = with_caps(config, settings)  # the editor's trainproof.max* caps, when set
     try:
         config = with_columns(config, settings.columns, "trainproof.columns")
+    except ConfigError as e:
+        problems.append(f"trainproof: {e}; the setting is not used")
+    try:
+        config = with_fields(config, settings.fields, "trainproof.fields")
     except ConfigError as e:
         problems.append(f"trainproof: {e}; the setting is not used")
     return config, problems
@@ -222,7 +226,8 @@ class Analyzer:
 
     def changed(self, doc: LineDocument, edits: list[LineEdit]) -> None:
         kind = self.kinds.get(doc.uri)
-        if kind is not None and any(e.start == 0 for e in edits) and kind.kind in ("metrics", "other", "dataset"):
+        if kind is not None and any(e.start == 0 for e in edits) and kind.kind in ("metrics", "other", "dataset",
+                                                                                   "lfs-pointer"):
             # The first line decides what a JSON file is; an edit there may change it.
             self.kinds[doc.uri] = kind_of(doc.path, doc.head(HEAD_BYTES).encode("utf-8", "replace"),
                                           self._server.tp.settings.entrypoints)
@@ -330,7 +335,7 @@ class Analyzer:
                 report = session.report()
                 mode = f"incremental: {session.rescanned} line(s) re-scanned"
                 session.rescanned = 0
-        elif kind.lint and kind.kind in ("metrics", "dataset", "script", "config"):
+        elif kind.lint and kind.kind in ("metrics", "dataset", "script", "config", "lfs-pointer"):
             report, data, note = await self._in_thread(doc, config, kind)
         elif kind.kind == "script":
             note = "training script: no TrainingArguments-family call for the static lint; see the code lenses"

@@ -78,7 +78,7 @@ def open_session(path: Path, config: "Config", text: str | None, lines: list[str
     if text is None:
         text = "\n".join(lines or ())
     try:
-        scanned, feed = DatasetFeed.start(path, text)
+        scanned, feed = DatasetFeed.start(path, text, config.fields or None)
     except Exception:  # unreadable as a dataset: preflight says why (NOT-CHECKED)
         return None, judge_dataset(path, config, data=text.encode("utf-8", "replace"))
     report = dataset_report(scanned, config)

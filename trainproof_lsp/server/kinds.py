@@ -9,6 +9,7 @@ to judge in it, and model/tokenizer configs get their folder's lenses and checks
     script    engine.judge_file (static lint)  check environment, doctor <output dir>
     config    preflight.judge_tokenizer (disk) doctor <folder>
     binary    from disk only (doctor, watched files)
+    lfs-pointer engine.judge_file: a Git LFS pointer in the file's place, one NOT-CHECKED
     other     nothing
 """
 
@@ -28,7 +29,7 @@ _SCRIPT = by_name("python").suffixes
 
 @dataclass(frozen=True, slots=True)
 class DocKind:
-    kind: str  # metrics | dataset | script | config | binary | other
+    kind: str  # metrics | dataset | script | config | binary | lfs-pointer | other
     format: str
     reason: str = ""
     lint: bool = True  # the engine has something to judge in the buffer
@@ -44,6 +45,8 @@ def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKi
         return DocKind("config", path.name)
     detected = detect(path, head)
     if detected.kind in ("metrics", "dataset", "script"):
+        return DocKind(detected.kind, detected.format, detected.reason)
+    if detected.kind == "lfs-pointer":  # not downloaded: said as the command line says it, whatever the name
         return DocKind(detected.kind, detected.format, detected.reason)
     if detected.kind in ("tfevents", "checkpoint"):
         return DocKind("binary", detected.format, detected.reason)

@@ -45,6 +45,9 @@ class Settings:
     # Log columns the readers' alias table misses, as "SERIES=NAME" (`--column`); on top of
     # `columns` in [tool.trainproof].
     columns: tuple[str, ...] = ()
+    # Dataset keys that hold a training field, as "FIELD=KEY" (`--field`); on top of
+    # `fields` in [tool.trainproof].
+    fields: tuple[str, ...] = ()
     rules_docs_url: str | None = None  # e.g. "https://example.org/rules.md#{id_lower}"
     # Size caps for huge or hostile files, by core.caps.Caps's field names (caps.py holds
     # the defaults and why); None: `[tool.trainproof.caps]` or the default.

@@ -84,7 +84,7 @@ def judge_from_disk(path: Path, config: Config) -> Report | None:
     except OSError:
         return None
     kind = kind_of(path, head)
-    if kind.kind not in ("metrics", "binary"):
+    if kind.kind not in ("metrics", "binary", "lfs-pointer"):
         return None
     return engine.judge_file(path, config)
 
@@ -103,8 +103,9 @@ def register(ls: Any) -> None:
             return
         findings = [f for f in report.findings if f.location.path == str(path)]
         await tp.load_lines(cited_lines(findings))  # the line text for columns, read off the loop
-        if report.verdict.value == "NOT-CHECKED" and uri not in tp.disk_published and kind_of(path, b"").kind == "binary":
-            return  # a binary file this version cannot read: nothing worth a squiggle
+        if (report.verdict.value == "NOT-CHECKED" and report.artefact.kind != "lfs-pointer"
+                and uri not in tp.disk_published and kind_of(path, b"").kind == "binary"):
+            return  # a binary file this version cannot read: nothing worth a squiggle (a Git LFS pointer is said)
         tp.publish(uri, capped(findings, str(path), tp.line_text, tp.presentation,
                                tp.settings.max_diagnostics_per_file))
         tp.disk_published.add(uri)
