@@ -153,6 +153,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "grpo_cap4": _grpo(root, "grpo_cap4", _reward_good, vocab=200, cap=4)[0],
             "grpo_kl": _grpo(root, "grpo_kl", _reward_good, steps=8, lr=1.0, beta=0.04)[0],
             "grpo_length": _grpo(root, "grpo_length", _reward_length, steps=10, lr=0.1)[0],
+            # The same reward at a learning rate 100x lower: it learns less than that baseline.
+            "grpo_length_slow": _grpo(root, "grpo_length_slow", _reward_length, steps=10, lr=1e-3)[0],
         }
         guard = TrainproofCallback(policy="stop_on_fail", config=CONFIG, confirm_points=2, stream=False,
                                    echo=False)
@@ -387,3 +389,53 @@ def test_other_stacks_keys_map_onto_the_canonical_series(tmp_path: Path, key: st
     path.write_text("".join(json.dumps({"step": s, "loss": 1.0 / s, key: 0.5 + s}) + "\n" for s in range(1, 4)))
     got = read_metrics_jsonl(path).series[series]
     assert got.source_name == key and list(got.values) == [1.5, 2.5, 3.5]
+
+
+# --- compare and the HTML page ---------------------------------------------------------------------
+
+def test_compare_of_grpo_runs_is_made_on_the_reward(runs: dict[str, Any]) -> None:
+    from trainproof_lsp.judge.compare import compare
+
+    outcome = compare(runs["grpo_length"], [runs["grpo_length_slow"]], CONFIG)
+    (report,) = outcome.reports
+    assert report.artefact.kind == "comparison"
+    assert _ids(report) == ["TP-CMP-REWARD-BELOW"] and report.verdict is Verdict.WARN
+    finding = report.findings[0]
+    assert finding.evidence["series"] == "reward"
+    assert finding.evidence["shortfall"] > 0.25 * finding.evidence["baseline_gain"]  # type: ignore[operator]
+    assert report.comparison["compared_series"] == "reward" and report.comparison["common_to"] == 10
+    # The loss comparison rules are skipped, and say why.
+    for rule_id in ("TP-FLOOR-RATIO", "TP-END-RATIO", "TP-IMPROVE-DEFICIT"):
+        assert _skip_reason(report, rule_id).startswith("the run is an RL run (GRPO/PPO family): its loss is near 0")
+
+
+def test_compare_of_dpo_runs_adds_the_margins_to_the_loss(runs: dict[str, Any]) -> None:
+    from trainproof_lsp.judge.compare import compare
+
+    (report,) = compare(runs["dpo_healthy"], [runs["dpo_shuffled"]], CONFIG).reports
+    below = next(f for f in report.findings if f.id == "TP-CMP-REWARD-BELOW")
+    assert below.evidence["series"] == "rewards/margins" and below.level is Level.WARN
+    assert report.comparison["margins_compared_series"] == "rewards/margins"
+    assert "TP-IMPROVE-DEFICIT" in _ids(report, Level.FAIL)  # the loss comparison still runs
+    # A run against itself: nothing below.
+    (same,) = compare(runs["dpo_healthy"], [runs["dpo_healthy"]], CONFIG).reports
+    assert "TP-CMP-REWARD-BELOW" not in _ids(same)
+    assert next(c for c in same.checks if c.group == "TP-CMP-REWARD-BELOW").ran
+
+
+def _figures(page: str) -> dict[str, str]:
+    import re
+
+    return {m.group(1): m.group(0) for m in re.finditer(r'<figure data-series="([^"]+)">.*?</figure>', page, re.S)}
+
+
+def test_html_page_draws_the_reward_margins_and_kl_panels(runs: dict[str, Any]) -> None:
+    from trainproof_lsp.judge.compare import doctor_with_runs
+    from trainproof_lsp.output.html import to_html
+
+    dpo = _figures(to_html(*doctor_with_runs([runs["dpo_healthy"]], CONFIG)))
+    assert {"loss", "rewards/margins", "rewards/accuracies"} <= set(dpo) and "kl" not in dpo
+    grpo = _figures(to_html(*doctor_with_runs([runs["grpo_kl"]], CONFIG)))
+    assert {"loss", "reward", "frac_reward_zero_std", "kl", "entropy", "completions/mean_length"} <= set(grpo)
+    assert "TP-RL-KL-BLOWUP" in grpo["kl"] and "TP-RL-ENTROPY-COLLAPSE" in grpo["entropy"]
+    assert "TP-RL-KL-BLOWUP" not in grpo["loss"]

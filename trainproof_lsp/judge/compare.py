@@ -22,6 +22,7 @@ from ..readers.checkpoint import CheckpointFacts
 from ..rules import NOT_CHECKED, Rule, rules_of
 from ..rules.base import Context
 from ..rules.compare import CMP_ERROR_RULE, COMPARISON, UNCOMPARABLE_RULE, Pair, Uncomparable, align
+from .compare_objective import compare_objective, loss_not_comparable
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,6 +117,10 @@ def compare_run(run: Run, baseline: Baseline, config: Config, own: Report | None
                              reason, kept)
     parts = engine.split_runs(run, config)
     latest = parts[-1]  # a log of appended runs: its latest run is the one compared
+    objective = compare_objective(latest, baseline.run, config)  # a DPO/GRPO run: its reward or margins
+    no_loss = loss_not_comparable(latest)
+    if objective is not None and no_loss is not None:
+        return _objective_report(artefact, baseline, objective, no_loss, kept, own)
     try:
         pair = align(latest, baseline.run, config.limits_for(UNCOMPARABLE_RULE), baseline_report=baseline.report)
     except Uncomparable as e:
@@ -126,9 +131,14 @@ def compare_run(run: Run, baseline: Baseline, config: Config, own: Report | None
         return _not_compared(artefact, baseline,
                              _finding(UNCOMPARABLE_RULE.id, UNCOMPARABLE_RULE.level, reason, where), reason, kept)
     findings, checks = run_rules(comparison_rules(), pair, Context(), config)
+    if objective is not None:  # a preference run: its margins compared beside its loss
+        findings.extend(objective[0])
+        checks.extend(objective[1])
     findings.extend(kept)
     findings.sort(key=finding_order)
     summary: dict[str, Number] = dict(pair.summary())
+    if objective is not None:
+        summary.update({f"margins_{k}": v for k, v in objective[2].items()})
     summary["baseline_verdict"] = baseline.report.verdict.value if baseline.report else None
     summary["run_verdict"] = own.verdict.value if own is not None else None
     if len(parts) > 1:
@@ -141,6 +151,24 @@ def compare_run(run: Run, baseline: Baseline, config: Config, own: Report | None
             summary.get("common_note")) if isinstance(x, str))
     return Report(artefact=artefact, verdict=verdict_of(findings), findings=tuple(findings),
                             checks=tuple(checks), baseline=baseline.artefact, comparison=summary)
+
+
+def _objective_report(artefact: Artefact, baseline: Baseline,
+                      objective: tuple[list[Finding], list[Check], dict[str, Number]], no_loss: str,
+                      kept: tuple[Finding, ...], own: Report | None) -> Report:
+    """An RL run against its baseline: the reward comparison (judge/compare_objective.py),
+    the loss comparison rules skipped with the reason, the run's own FAILs kept."""
+    found, ran, summary = objective
+    checks = [Check(group=r.id, ran=False, reason=no_loss) for r in comparison_rules()] + ran
+    findings = sorted([*found, *kept], key=finding_order)
+    summary = {**summary, "baseline_verdict": baseline.report.verdict.value if baseline.report else None,
+               "run_verdict": own.verdict.value if own is not None else None}
+    verdict = verdict_of(findings)
+    reason = ""
+    if verdict is Verdict.PASS and not any(c.ran for c in ran):
+        verdict, reason = Verdict.NOT_CHECKED, ran[0].reason if ran else no_loss
+    return Report(artefact=artefact, verdict=verdict, findings=tuple(findings), checks=tuple(checks),
+                  reason=reason, baseline=baseline.artefact, comparison=summary)
 
 
 def _same(a: str, b: str) -> bool:

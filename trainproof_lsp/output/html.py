@@ -20,6 +20,7 @@ from html import escape
 from typing import Callable, Iterator, Mapping, Sequence
 
 from .. import TOOL_NAME, __version__
+from ..core import objectives as ob
 from ..core.model import (EVAL_LOSS, GRAD_NORM, LOSS, LR, Finding, Level, Location, Outcome, Report, Run, Series,
                     Verdict)
 from ..rules import BY_ID
@@ -30,6 +31,16 @@ from .render import _RANK_ORDER, _negated, _pct, _ratio, _where as where
 # The curves a page draws, in this order, with the name a reader knows them by.
 CHARTED = (LOSS, EVAL_LOSS, LR, GRAD_NORM)
 SERIES_TITLES = {LOSS: "training loss", EVAL_LOSS: "eval loss", LR: "learning rate", GRAD_NORM: "gradient norm"}
+# A preference or RL run's own curves (docs/preference-rl.md), drawn after those when the
+# run logs them (and never listed as missing when it does not): the reward, its share of
+# groups without signal, the KL, entropy and length of a GRPO run; the margins and ranking
+# accuracy of a DPO run.
+OBJECTIVE_CHARTED = (ob.REWARD, ob.FRAC_REWARD_ZERO_STD, ob.KL, ob.ENTROPY, ob.COMPLETION_MEAN_LENGTH,
+                     ob.REWARDS_MARGINS, ob.REWARDS_ACCURACIES)
+SERIES_TITLES.update({ob.REWARD: "reward", ob.FRAC_REWARD_ZERO_STD: "groups without reward signal",
+                      ob.KL: "KL from the reference", ob.ENTROPY: "policy entropy",
+                      ob.COMPLETION_MEAN_LENGTH: "mean completion length", ob.REWARDS_MARGINS: "reward margins",
+                      ob.REWARDS_ACCURACIES: "reward accuracy"})
 
 # A y axis turns logarithmic when the largest finite value is at least this many times the
 # smallest (and all are positive): over two decades a linear axis flattens everything
@@ -261,8 +272,11 @@ def _chart_series(f: Finding) -> str | None:
     if rule is None:
         return None
     if rule.applies_to == "comparison":
+        judged = f.evidence.get("series")  # TP-CMP-REWARD-BELOW: the reward or margins it compared
+        if isinstance(judged, str) and judged in OBJECTIVE_CHARTED:
+            return judged
         return PAIR_SERIES.get(f.id, LOSS)
-    return next((n for n in rule.needs if n in CHARTED), None)
+    return next((n for n in rule.needs if n in CHARTED or n in OBJECTIVE_CHARTED), None)
 
 
 def _evidence_steps(f: Finding) -> Iterator[tuple[str, bool, int]]:
@@ -903,11 +917,12 @@ def _charts(rid: str, r: Report, run: Run | None, base_run: Run | None, comparis
             by_series.setdefault(name, []).extend(finding_marks(f, index(run), base_index))
     levels_of = _levels(r.findings, run, base_run, comparison)
     figures, missing = [], []
-    for name in CHARTED:
+    for name in (*CHARTED, *OBJECTIVE_CHARTED):
         series = run.get(name)
         base_series = base_run.get(name) if base_run is not None else None
         if series is None and base_series is None:
-            missing.append(SERIES_TITLES[name])
+            if name in CHARTED:
+                missing.append(SERIES_TITLES[name])
             continue
         lines = []
         if base_series is not None:
@@ -1039,4 +1054,4 @@ def _overviews(reports: Sequence[Report], runs: Mapping[str, Run]) -> list[str]:
     return out
 
 
-__all__ = ["CHARTED", "LOG_SCALE_SPAN", "PAIR_SERIES", "chart_svg", "finding_marks", "to_html"]
+__all__ = ["CHARTED", "OBJECTIVE_CHARTED", "LOG_SCALE_SPAN", "PAIR_SERIES", "chart_svg", "finding_marks", "to_html"]
