@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from ..core.model import Level, Run
 from . import chance, compare, dead, degenerate, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
 from . import loss_scale
-from . import preference, rl
+from . import preference, rl, objective_compare
 from . import checkpoint, entrypoint, env, script, script_best_strategy
 from . import script_api, script_run
 from . import dataset, tokenizer, tokens
@@ -97,6 +97,7 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     compare.BAD_BASELINE_RULE,
     compare.UNCOMPARABLE_RULE,
     compare.CMP_ERROR_RULE,
+    *objective_compare.RULES,  # rules/objective_compare.py: a DPO/GRPO run's reward or margins vs the baseline's
     *checkpoint.RULES,  # explicit tuples in rules/checkpoint.py, rules/script.py, rules/env.py
     *script.RULES,
     script_best_strategy.RULE,  # rules/script_best_strategy.py
