@@ -91,6 +91,19 @@ class DatasetRef:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRef:
+    """A `*.from_pretrained("name or folder", torch_dtype=...)` call of a model class."""
+
+    text: str  # the name or folder as written
+    span: Span
+    load_dtype: str | None = None  # "float16" | "bfloat16" | "float32" | "auto" as the call asks
+    load_dtype_span: Span | None = None
+    config: str = ""  # the config.json found on disk (the folder, or the local HF cache)
+    torch_dtype: str | None = None  # config.json's torch_dtype / dtype: what it was saved in
+    model_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TrainerCall:
     cls: str
     span: Span
@@ -138,6 +151,9 @@ class ScriptFacts:
     has_main_guard: bool = False
     api_calls: tuple[ApiCall, ...] = ()
     datasets: tuple[DatasetRef, ...] = ()
+    models: tuple[ModelRef, ...] = ()
+    # the script sets up adapters (LoraConfig, get_peft_model, peft_config=): only they train
+    adapters: bool = False
     processes: Value | None = None  # the launcher's process count (torchrun --nproc_per_node)
     launch: str = ""  # the launch script whose flags were read
     source_lines: tuple[str, ...] = field(default=(), repr=False)
@@ -199,6 +215,8 @@ class _Reader:
         self.dataclasses: dict[str, tuple[list[str], dict[str, Value]]] = {}
         self.parsers: list[tuple[list[str], ast.Call, str]] = []
         self.datasets: list[DatasetRef] = []
+        self.models: list[ModelRef] = []
+        self.adapters = False
 
     def span(self, node: _Located) -> Span:
         return _fix_columns(_span(node), self.lines)
@@ -337,6 +355,7 @@ class _Reader:
         return ScriptFacts(path=self.path, configs=tuple(self.configs), trainers=tuple(trainers),
                            imports=tuple(self.imports), calls_evaluate=self.calls_evaluate,
                            has_main_guard=has_main, api_calls=tuple(api), datasets=tuple(self.datasets),
+                           models=tuple(self.models), adapters=self.adapters,
                            source_lines=tuple(self.text_lines))
 
     def walk(self, root: ast.AST, scope: str, context: str) -> None:
@@ -395,6 +414,10 @@ class _Reader:
                     self.parsers.append(([e.id for e in elts if isinstance(e, ast.Name)], node, scope))
                 elif name in _DATASET_CALLS:
                     self.add_dataset_call(name, node, scope)
+                elif name == "from_pretrained" and isinstance(node.func, ast.Attribute):
+                    self.add_model(node, scope)
+                if name in _ADAPTER_CALLS or any(k.arg == "peft_config" for k in node.keywords):
+                    self.adapters = True
             for sub in reversed(list(ast.iter_child_nodes(node))):
                 todo.append((sub, scope, context, None))
 
@@ -432,6 +455,18 @@ class _Reader:
                 kwargs[kw.arg] = self.value(kw.value, scope)
         self.configs.append(ConfigCall(cls=cls, span=self.span(call), kwargs=kwargs, var=var, scope=scope,
                                        opaque=opaque))
+
+    def add_model(self, call: ast.Call, scope: str) -> None:
+        owner = _call_name(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        if not owner or "Model" not in owner or "Tokenizer" in owner or not call.args:
+            return
+        first = self.value(call.args[0], scope)
+        if not (first.known and isinstance(first.value, str)):
+            return
+        dtype = next((k.value for k in call.keywords if k.arg in ("torch_dtype", "dtype")), None)
+        load = _dtype_name(self.text(dtype)) if dtype is not None else None
+        self.models.append(ModelRef(text=first.value, span=first.span, load_dtype=load,
+                                    load_dtype_span=self.span(dtype) if dtype is not None else None))
 
     def add_dataclass(self, node: ast.ClassDef, scope: str) -> None:
         fields: dict[str, Value] = {}
@@ -588,6 +623,18 @@ class _Reader:
             eval_value = Value(known=False, value=None, span=self.span(eval_node), text=self.text(eval_node))
         return TrainerCall(cls=cls, span=self.span(call), config=config, config_unknown=unknown,
                            eval_dataset=eval_value)
+
+
+# Calls that set up adapters: only their parameters train.
+_ADAPTER_CALLS = frozenset({"get_peft_model", "LoraConfig", "prepare_model_for_kbit_training", "PeftModel",
+                            "AutoPeftModelForCausalLM"})
+
+
+def _dtype_name(text: str) -> str | None:
+    """torch.float16 / "float16" / torch.half / "auto" -> a dtype name; None if not one."""
+    t = text.strip().strip("'\"").rsplit(".", 1)[-1].lower()
+    return {"float16": "float16", "half": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16",
+            "float32": "float32", "float": "float32", "auto": "auto"}.get(t)
 
 
 # Calls that name a dataset file, and the suffixes of the files the preflight reader counts.
@@ -759,9 +806,53 @@ def with_the_run(facts: ScriptFacts, path: Path) -> ScriptFacts:
             p = launch.processes
             if p is not None:
                 processes = Value(known=p.known, value=p.value, span=p.span, text=p.text, path=launch.path)
+    models = tuple(_model_config(m, path) for m in facts.models)
     counted = []
     for d in datasets:
         folders = (Path(d.path).parent,) if d.path else ()
         rows, found, why = rows_of(d.text, folders + (path.parent,))
         counted.append(replace(d, rows=rows, found=found, note=why))
-    return replace(facts, configs=tuple(configs), datasets=tuple(counted), processes=processes, launch=launch_path)
+    return replace(facts, configs=tuple(configs), datasets=tuple(counted), processes=processes, launch=launch_path,
+                   models=models)
+
+
+# config.json is a few KiB; a larger file is not a model config.
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def _model_config(m: ModelRef, script: Path) -> ModelRef:
+    """The model's config.json where it is on disk: the folder named (relative to the
+    script), or the local Hugging Face cache for a hub name. Never downloads."""
+    import json
+    import os
+
+    candidates: list[Path] = []
+    if not m.text.startswith(("http:", "https:")):
+        named = Path(m.text)
+        candidates += [named / "config.json"] if named.is_absolute() else [script.parent / m.text / "config.json"]
+        if m.text.count("/") == 1 and not named.is_absolute():
+            home = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or
+                                                                Path.home() / ".cache" / "huggingface") / "hub")
+            snapshots = home / f"models--{m.text.replace('/', '--')}" / "snapshots"
+            try:
+                candidates += sorted(snapshots.glob("*/config.json"))[:8]
+            except OSError:
+                pass
+    for c in candidates:
+        try:
+            st = c.stat()
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CONFIG_BYTES:
+                continue
+            doc = json.loads(c.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        dtype = doc.get("torch_dtype", doc.get("dtype"))
+        text_config = doc.get("text_config")
+        if dtype is None and isinstance(text_config, dict):
+            dtype = text_config.get("torch_dtype", text_config.get("dtype"))
+        model_type = doc.get("model_type")
+        return replace(m, config=str(c), torch_dtype=dtype if isinstance(dtype, str) else None,
+                       model_type=model_type if isinstance(model_type, str) else None)
+    return m

@@ -13,7 +13,7 @@ from . import chance, compare, dead, degenerate, diverge, eventfile, flat, lr, n
 from . import loss_scale
 from . import preference, rl, objective_compare
 from . import checkpoint, entrypoint, env, script, script_best_strategy
-from . import script_api, script_run
+from . import script_api, script_precision, script_run
 from . import dataset, tokenizer, tokens
 from . import speech
 from . import bundle
@@ -102,6 +102,7 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     *script.RULES,
     script_best_strategy.RULE,  # rules/script_best_strategy.py
     *script_run.RULES,  # rules/script_run.py: the config against the run's length
+    *script_precision.RULES,  # rules/script_precision.py: the config's precision against the model
     *env.RULES,
     *script_api.RULES,  # rules/script_api.py: the script's library calls against installed signatures
     entrypoint.FROM_CWD_RULE,

@@ -12,7 +12,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from . import commands, hover, lenses, watching
+from . import code_actions, commands, hover, lenses, watching
 from .diagnostics import Presentation
 from .documents import LineDocument, LineEdit
 from .lsp import position_encoding
@@ -63,6 +63,9 @@ def initialize(ls: TrainproofServer, params: lsp.InitializeParams) -> None:
                                          workspace_diagnostics=False))(pull_diagnostics)
     if tp.features.hover:
         ls.feature(lsp.TEXT_DOCUMENT_HOVER)(hover.on_hover)
+    if params.capabilities.text_document is not None and params.capabilities.text_document.code_action is not None:
+        ls.feature(lsp.TEXT_DOCUMENT_CODE_ACTION,
+                   lsp.CodeActionOptions(code_action_kinds=code_actions.KINDS))(code_actions.code_action)
     if tp.features.code_lens:
         ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))(lenses.code_lens)
 

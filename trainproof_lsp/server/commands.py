@@ -37,7 +37,7 @@ from typing import Any, Awaitable, Callable, Literal
 from lsprotocol import types as lsp
 
 from .. import TOOL_NAME, __version__
-from ..core.model import Artefact, Finding, Level, Location, Related, Report, Span, Verdict
+from ..core.model import Artefact, Edit, Finding, Fix, Level, Location, Related, Report, Span, Verdict
 from .children import BadValue, cli_child, existing_path, interpreter
 from .diagnostics import by_path, capped, relative_text
 from .documents import path_to_uri, uri_to_path
@@ -78,6 +78,19 @@ def _value(v: Any) -> Any:
     return _NON_FINITE.get(v, v) if isinstance(v, str) else v
 
 
+def _fix(doc: Any) -> Fix | None:
+    """A finding's fix as the CLI's JSON gives it (output/render.fix_json); None if absent or garbled."""
+    if not isinstance(doc, dict):
+        return None
+    try:
+        edits = tuple(Edit(span=Span(int(e["range"]["start"]["line"]), int(e["range"]["start"]["character"]),
+                                     int(e["range"]["end"]["line"]), int(e["range"]["end"]["character"])),
+                           new_text=str(e["new_text"])) for e in doc["edits"])
+        return Fix(title=str(doc["title"]), edits=edits, safe=bool(doc.get("safe")))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def reports_from_json(doc: dict[str, Any]) -> list[Report]:
     """CONTRACTS.md §5 envelope -> model.Report (the fields diagnostics need)."""
     out = []
@@ -88,7 +101,8 @@ def reports_from_json(doc: dict[str, Any]) -> list[Report]:
                     location=_location(f.get("location", {})),
                     related=tuple(Related(location=_location(x["location"]), message=x.get("message", ""))
                                   for x in f.get("related", [])),
-                    limits={k: _value(v) for k, v in f.get("limits", {}).items()})
+                    limits={k: _value(v) for k, v in f.get("limits", {}).items()},
+                    fix=_fix(f.get("fix")))
             for f in r.get("findings", []))
         art = r.get("artefact", {})
         out.append(Report(artefact=Artefact(path=art.get("path", ""), kind=art.get("kind", ""),

@@ -24,6 +24,7 @@ from lsprotocol import types as lsp
 
 from ..core.model import LEVEL_RANK, Finding, Level, Report, Span
 from ..core.positions import client_column
+from .code_actions import to_fix_data
 from .documents import path_to_uri
 
 SOURCE = "trainproof"
@@ -89,6 +90,8 @@ def to_diagnostic(f: Finding, line_text: LineText, how: Presentation) -> lsp.Dia
     loc = f.location
     data = {"id": f.id, "level": f.level.value, "evidence": {k: _json_number(v) for k, v in f.evidence.items()},
             "limits": {k: _json_number(v) for k, v in f.limits.items()}}
+    if f.fix is not None:  # its quick fix, in the client's ranges (code_actions.py)
+        data["fix"] = to_fix_data(f.fix, loc.path, lambda p, sp: lsp_range(sp, p, line_text, how.encoding))
     related = None
     if how.related_information and f.related:
         related = [lsp.DiagnosticRelatedInformation(
