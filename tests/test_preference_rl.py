@@ -439,3 +439,23 @@ def test_html_page_draws_the_reward_margins_and_kl_panels(runs: dict[str, Any]) 
     assert {"loss", "reward", "frac_reward_zero_std", "kl", "entropy", "completions/mean_length"} <= set(grpo)
     assert "TP-RL-KL-BLOWUP" in grpo["kl"] and "TP-RL-ENTROPY-COLLAPSE" in grpo["entropy"]
     assert "TP-RL-KL-BLOWUP" not in grpo["loss"]
+
+
+def test_watch_applies_the_rl_rules_to_a_growing_grpo_log(runs: dict[str, Any], tmp_path: Path) -> None:
+    # The constant-reward run's log, written as a metric JSONL one entry at a time: `watch`
+    # reads it with the same alias table and judges it with the same rules.
+    import io
+
+    from trainproof_lsp.guardian.watch import Watch, WatchOptions
+
+    history = [e for e in json.loads(runs["grpo_constant"].read_text())["log_history"] if "reward" in e]
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("", encoding="utf-8")
+    w = Watch(log, CONFIG, WatchOptions(until_fail=True, confirm=1), out=io.StringIO(), err=io.StringIO())
+    for n, entry in enumerate(history, 1):
+        with log.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")
+        w.poll_once()
+        report = w.logs[str(log)].report
+        assert ("TP-RL-NO-SIGNAL" in _ids(report, Level.FAIL)) == (n >= 5)  # min_stretch: 5 logged steps
+    assert w.failed is not None
