@@ -1,5 +1,7 @@
-"""Token lengths (`preflight DATA --tokenizer DIR --max-len N`): rows counted with a real
-transformers tokenizer, every overlong row and every row truncated to nothing reported on
+"""Token lengths (`preflight DATA --tokenizer DIR --max-len N`) counted with transformers —
+the path preflight takes when no token map can be built (no tokenizer.json, or no
+`tokenizers`; the map's own tests are tests/test_token_map.py and the end of this file):
+rows counted with a real transformers tokenizer, every overlong row and every row truncated to nothing reported on
 its own line with the exact counts — and, without transformers or without --max-len,
 the checks listed as skipped with the reason, never passed.
 
@@ -27,6 +29,7 @@ from trainproof_lsp.cli import main
 from trainproof_lsp.core.config import Config
 from trainproof_lsp.core.model import Level, Verdict
 from trainproof_lsp.judge.preflight import judge_dataset, preflight
+from trainproof_lsp.judge.token_map import MapBuilder, MapOptions
 
 pytest.importorskip("transformers")  # the `tokens` extra (installed with `peers` for the tests)
 
@@ -41,6 +44,14 @@ def _generator():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(autouse=True)
+def counted_with_transformers(monkeypatch, request):
+    """The tests here hold the transformers path: the map is made unavailable in this
+    process, as when the folder has no tokenizer.json (the subprocess tests map)."""
+    if "the_map" not in request.node.name:
+        monkeypatch.setattr(MapBuilder, "usable", lambda self: False)
 
 
 @pytest.fixture(scope="module")
@@ -292,10 +303,13 @@ def test_a_folder_transformers_cannot_load_is_not_checked(chat_file, tmp_path):
 
 def test_disabled_token_rules_need_no_tokenizer(chat_file, monkeypatch):
     hide_transformers(monkeypatch)
-    cfg = Config(ignore=frozenset(TOKEN_RULES))
+    from trainproof_lsp.rules.token_map import MAP_RULES
+
+    counted = (*TOKEN_RULES, *(r.id for r in MAP_RULES))
+    cfg = Config(ignore=frozenset(counted))
     r = judge_dataset(chat_file, cfg, tokenizer_dir="/nonexistent", max_len=MAX_LEN)
     assert r.verdict is Verdict.PASS
-    assert {skipped(r)[rule] for rule in TOKEN_RULES} == {"disabled by configuration"}
+    assert {skipped(r)[rule] for rule in counted} == {"disabled by configuration"}
 
 
 # --- the command line, end to end ---------------------------------------------------------------------
@@ -309,20 +323,47 @@ def run_cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_cli_preflight_json_end_to_end(chat_file, tiny, tmp_path):
+    """The command line maps the rows (the folder has a tokenizer.json): TRL's default loss
+    on conversations is every token, so row 5 trains on its first 16 tokens (prompt only)."""
     proc = run_cli("preflight", chat_file, "--tokenizer", tiny, "--max-len", MAX_LEN, "--json",
                    "--sarif", tmp_path / "out.sarif", cwd=tmp_path)
-    assert proc.returncode == 1, proc.stderr  # TP-PRE-NO-TRAINABLE-TOKENS FAILs
+    assert proc.returncode == 0, proc.stderr  # WARNs only
     assert "Traceback" not in proc.stderr
     doc = json.loads(proc.stdout)
     data = doc["reports"][0]
     found = [(f["id"], f["level"], f["location"]["range"]["start"]["line"], f["evidence"].get("tokens"))
              for f in data["findings"]]
-    assert found == [("TP-PRE-NO-TRAINABLE-TOKENS", "FAIL", 4, 22), ("TP-PRE-CONTEXT-OVERFLOW", "WARN", 2, 20),
-                     ("TP-PRE-CONTEXT-OVERFLOW", "WARN", 6, 18)]
+    assert found == [("TP-MAP-RESPONSE-CUT", "WARN", 2, None), ("TP-PRE-CONTEXT-OVERFLOW", "WARN", 2, 20),
+                     ("TP-PRE-CONTEXT-OVERFLOW", "WARN", 4, 22), ("TP-PRE-CONTEXT-OVERFLOW", "WARN", 6, 18),
+                     ("TP-MAP-LENGTHS", "INFO", 0, None)]
     assert set(TOKEN_RULES) <= set(data["checks"]["ran"])
     sarif = json.loads((tmp_path / "out.sarif").read_text())
     lines = sorted(r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in sarif["runs"][0]["results"])
-    assert lines == [3, 5, 7]
+    assert lines[-4:] == [3, 3, 5, 7]
+
+
+def test_with_the_map_and_assistant_only_loss_row_5_trains_on_nothing(chat_file, tmp_path):
+    """The map under assistant-only loss, with a template that marks the assistant turn."""
+    template = ("{% for m in messages %}<|{{ m['role'] }}|> {% if m['role'] == 'assistant' %}{% generation %}"
+                "{{ m['content'] }} <|end|>{% endgeneration %}{% else %}{{ m['content'] }} <|end|>{% endif %} "
+                "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    folder = _generator().write_tiny_tokenizer(tmp_path / "gen", chat_template=template)
+    (data, _) = preflight([chat_file], Config(), tokenizer_dir=folder, max_len=MAX_LEN,
+                          map_options=MapOptions(loss="assistant-only")).reports
+    assert by_rule(data) == {"TP-PRE-NO-TRAINABLE-TOKENS": [5], "TP-PRE-CONTEXT-OVERFLOW": [3, 7],
+                             "TP-MAP-RESPONSE-CUT": [3]}
+    dead = next(f for f in data.findings if f.id == "TP-PRE-NO-TRAINABLE-TOKENS")
+    assert dead.evidence == {"line": 5, "tokens": 22, "trained_before_truncation": 2, "max_len": 16,
+                             "rows_in_file": 1, "share": 0.125}
+    assert "truncation to --max-len 16 cuts all 2 trained token(s)" in dead.message
+
+
+def test_without_transformers_the_map_still_counts(chat_file, tiny, monkeypatch):
+    hide_transformers(monkeypatch)
+    (data, _) = preflight([chat_file], Config(), tokenizer_dir=tiny, max_len=MAX_LEN).reports
+    assert by_rule(data) == {"TP-PRE-CONTEXT-OVERFLOW": [3, 5, 7], "TP-MAP-RESPONSE-CUT": [3]}
+    info = next(f for f in data.findings if f.id == "TP-MAP-LENGTHS")
+    assert info.evidence["p50"] == 10 and info.evidence["max"] == 22 and info.evidence["over_max_len"] == 3
 
 
 def test_importing_preflight_does_not_import_transformers(tmp_path):

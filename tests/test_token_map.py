@@ -316,3 +316,144 @@ def test_sample_maps_every_kth_row(tokdir: Path, tmp_path: Path) -> None:
     whole = tm.map_tokens(path, tm.load_run_tokenizer(tokdir), tm.Masking(max_len=64), lines=12, records=12, sample=4)
     assert whole.stride == 3 and whole.rows == 4
     assert [i for i in range(12) if whole.trained[i] != tm.NOT_MAPPED] == [0, 3, 6, 9]
+
+
+# --- the rules over the map, through preflight and the command line ----------------------------
+
+
+def _preflight(tmp: Path, folder: Path, rows: list[dict[str, Any]], max_len: int | None = 64, **options: Any) -> Any:
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.preflight import preflight
+    from trainproof_lsp.judge.token_map import MapOptions
+
+    path = _write(tmp, rows)
+    return preflight([path], Config(), tokenizer_dir=folder, max_len=max_len,
+                     map_options=MapOptions(**options)).reports[0]
+
+
+def _ids(report: Any) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for f in report.findings:
+        out.setdefault(f.id, []).append(f.location.span.start_line + 1)
+    return out
+
+
+def test_completion_cut_to_nothing_fails_with_its_line_and_share(tokdir: Path, tmp_path: Path) -> None:
+    r = _preflight(tmp_path, tokdir, PROMPT_COMPLETION, max_len=12)
+    assert _ids(r) == {"TP-PRE-NO-TRAINABLE-TOKENS": [3], "TP-MAP-RESPONSE-CUT": [2], "TP-PRE-CONTEXT-OVERFLOW": [2],
+                       "TP-MAP-LENGTHS": [1]}
+    dead = next(f for f in r.findings if f.id == "TP-PRE-NO-TRAINABLE-TOKENS")
+    assert r.verdict.value == "FAIL"
+    assert dead.evidence["share"] == round(1 / 3, 6) and dead.evidence["rows_in_file"] == 1
+    cut = next(f for f in r.findings if f.id == "TP-MAP-RESPONSE-CUT")
+    assert cut.level.value == "WARN" and cut.evidence["rows"] == 1 and cut.evidence["share"] == round(1 / 3, 6)
+    lengths = next(f for f in r.findings if f.id == "TP-MAP-LENGTHS")
+    assert lengths.evidence["over_max_len"] == 2 and lengths.evidence["share_over_max_len"] == round(2 / 3, 6)
+    assert "loss completion-only" in lengths.message and "max_len from --max-len" in lengths.message
+
+
+def test_eos_never_trained_when_pad_is_eos_and_the_collator_masks_pad(tmp_path: Path) -> None:
+    folder = make_tokenizer(tmp_path / "tok", pad=None)  # the pad falls back to the EOS, as TRL does
+    r = _preflight(tmp_path, folder, TEXT, pad_masked=True)
+    (eos,) = [f for f in r.findings if f.id == "TP-MAP-EOS-NEVER-TRAINED"]
+    assert eos.level.value == "FAIL" and eos.evidence == {"rows_trained": 3, "pad_is_eos": True,
+                                                          "pad_masked_by_id": True}
+    assert "the pad token is the EOS ('</s>')" in eos.message
+    quiet = _preflight(tmp_path, folder, TEXT)  # TRL's own collator pads labels with -100
+    assert "TP-MAP-EOS-NEVER-TRAINED" not in _ids(quiet)
+
+
+def test_the_script_says_pad_is_eos_and_masks_pad(tmp_path: Path) -> None:
+    folder = make_tokenizer(tmp_path / "tok")
+    script = tmp_path / "train.py"
+    script.write_text("from transformers import DataCollatorForLanguageModeling\nfrom trl import SFTConfig\n"
+                      "tok.pad_token = tok.eos_token\n"
+                      "collator = DataCollatorForLanguageModeling(tokenizer=tok, mlm=False)\n"
+                      "args = SFTConfig(output_dir='o', max_length=48, truncation_mode='keep_end')\n", encoding="utf-8")
+    r = _preflight(tmp_path, folder, TEXT, max_len=None, train_config=script)
+    assert "TP-MAP-EOS-NEVER-TRAINED" in _ids(r)
+    info = next(f for f in r.findings if f.id == "TP-MAP-LENGTHS")
+    assert info.evidence["max_len"] == 48
+    assert "max_len from train.py:5 SFTConfig(max_length=48)" in info.message
+    assert "truncation from train.py:5 SFTConfig(truncation_mode='keep_end')" in info.message
+    assert "pad_masked from train.py:4 DataCollatorForLanguageModeling(...)" in info.message
+
+
+def test_llama_factory_yaml_gives_cutoff_len_and_turn_masking(tokdir: Path, tmp_path: Path) -> None:
+    from trainproof_lsp.judge.token_map import MapOptions, resolve_masking
+
+    cfg = tmp_path / "sft.yaml"
+    cfg.write_text("model_name_or_path: x\nstage: sft\ncutoff_len: 2048\ntemplate: llama3\n", encoding="utf-8")
+    m = resolve_masking(MapOptions(train_config=cfg))
+    assert not isinstance(m, str)
+    assert (m.max_len, m.assistant_only, m.assistant_by) == (2048, True, tm.TURNS)
+    ax = tmp_path / "ax.yml"
+    ax.write_text("base_model: x\nsequence_len: 512\ntrain_on_inputs: true\nsample_packing: true\n", encoding="utf-8")
+    m = resolve_masking(MapOptions(train_config=ax, max_len=256))
+    assert not isinstance(m, str)
+    assert (m.max_len, m.assistant_only, m.packing) == (256, False, True)  # the command line wins
+    assert dict(m.sources)["max_len"] == "--max-len"
+
+
+def test_response_template_missing_is_a_fail_per_row(tokdir: Path, tmp_path: Path) -> None:
+    rows = [{"text": "what is two plus two? it is four. answer: four"}, {"text": "### Answer: the sky is blue"}]
+    r = _preflight(tmp_path, tokdir, rows, response_template=" answer:")
+    assert _ids(r)["TP-MAP-RESPONSE-TEMPLATE-MISSING"] == [2]
+    assert "TP-PRE-NO-TRAINABLE-TOKENS" not in _ids(r)  # one fault, one finding
+    (f,) = [f for f in r.findings if f.id == "TP-MAP-RESPONSE-TEMPLATE-MISSING"]
+    assert f.evidence["share"] == 0.5 and f.evidence["rows_in_file"] == 1
+
+
+def test_identical_pairs_after_truncation_fail(tokdir: Path, tmp_path: Path) -> None:
+    r = _preflight(tmp_path, tokdir, PAIRS, max_len=9)
+    assert _ids(r)["TP-MAP-PAIR-IDENTICAL"] == [2]
+    (f,) = [f for f in r.findings if f.id == "TP-MAP-PAIR-IDENTICAL"]
+    assert f.evidence["tokens"] == 9 and f.evidence["share"] == round(1 / 3, 6)
+
+
+def test_double_bos_warns_once_for_the_file(tokdir: Path, tmp_path: Path) -> None:
+    rows = [{"text": "<s>the cat sat on the mat"}, {"text": "the dog ran"}, {"text": "<s>hello there"}]
+    r = _preflight(tmp_path, tokdir, rows)
+    (f,) = [f for f in r.findings if f.id == "TP-MAP-DOUBLE-BOS"]
+    assert f.level.value == "WARN" and f.location.span.start_line == 0
+    assert f.evidence == {"rows": 2, "share": round(2 / 3, 6), "first_line": 1}
+
+
+def test_assistant_only_without_generation_blocks_fails_every_row_with_the_cause(tmp_path: Path) -> None:
+    folder = make_tokenizer(tmp_path / "tok", template=TEMPLATE_PLAIN)
+    r = _preflight(tmp_path, folder, [{"messages": c} for c in CHAT], loss="assistant-only")
+    dead = [f for f in r.findings if f.id == "TP-PRE-NO-TRAINABLE-TOKENS"]
+    assert [f.location.span.start_line + 1 for f in dead] == [1, 2, 3, 4]
+    assert "no {% generation %} blocks" in dead[0].message and dead[0].evidence["share"] == 1.0
+
+
+def test_sample_is_stated_in_the_report(tokdir: Path, tmp_path: Path) -> None:
+    r = _preflight(tmp_path, tokdir, TEXT * 4, sample=4)
+    info = next(f for f in r.findings if f.id == "TP-MAP-LENGTHS")
+    assert "a sample of 4 of 12 rows (--sample 4, every 3th row)" in info.message
+    assert (info.evidence["sample"], info.evidence["stride"], info.evidence["rows"]) == (4, 3, 4)
+
+
+def test_a_bad_train_config_is_not_checked_never_a_crash(tokdir: Path, tmp_path: Path, capsys: Any) -> None:
+    from trainproof_lsp.cli import main
+
+    path = _write(tmp_path, TEXT)
+    code = main(["preflight", str(path), "--tokenizer", str(tokdir), "--train-config", str(tmp_path / "nope.py"),
+                 "--max-len", "8", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 2 and doc["reports"][0]["verdict"] == "NOT-CHECKED"
+    assert "--train-config" in doc["reports"][0]["findings"][0]["message"]
+
+
+def test_cli_maps_with_the_command_line_masking(tokdir: Path, tmp_path: Path, capsys: Any) -> None:
+    from trainproof_lsp.cli import main
+
+    path = _write(tmp_path, PROMPT_COMPLETION)
+    code = main(["preflight", str(path), "--tokenizer", str(tokdir), "--max-len", "12", "--loss", "all",
+                 "--truncation", "left", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    ids = sorted(f["id"] for f in doc["reports"][0]["findings"])
+    assert code == 0  # every token trained, the end kept: nothing trains on nothing
+    assert ids == ["TP-MAP-LENGTHS", "TP-MAP-RESPONSE-CUT", "TP-PRE-CONTEXT-OVERFLOW", "TP-PRE-CONTEXT-OVERFLOW"]
+    info = next(f for f in doc["reports"][0]["findings"] if f["id"] == "TP-MAP-LENGTHS")
+    assert "loss all" in info["message"] and "(keep_end)" in info["message"]

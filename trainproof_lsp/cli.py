@@ -175,8 +175,21 @@ def _preflight_parser(sub: SubParsers) -> argparse.ArgumentParser:
                      help="eval file: also checked for overlap with DATASETs")
     pre.add_argument("--tokenizer", metavar="DIR", type=Path, help="tokenizer folder (read as JSON)")
     pre.add_argument("--max-len", metavar="N", type=int,
-                     help="context length for token-length checks (counts with the tokenizer: needs the `tokens` "
-                          "extra, transformers: pip install 'trainproof-lsp[tokens]')")
+                     help="context length for token-length checks and the token map (tokenizer.json read with "
+                          "`tokenizers`; without one, counted with transformers: pip install 'trainproof-lsp[tokens]')")
+    # The token map (docs/token-map.md): the run's masking, when it is not read from --train-config.
+    pre.add_argument("--train-config", metavar="FILE", type=Path,
+                     help="training script or YAML config (TRL, LLaMA-Factory, axolotl) to read the masking, max "
+                          "length and truncation from")
+    pre.add_argument("--loss", choices=("all", "assistant-only", "completion-only"),
+                     help="which tokens carry loss (default: the config's, else TRL's)")
+    pre.add_argument("--truncation", choices=("keep_start", "keep_end", "right", "left"),
+                     help="which end of a row too long is kept (default: the config's, else keep_start)")
+    pre.add_argument("--response-template", metavar="TEXT",
+                     help="completion-only collator: loss after this text's tokens only")
+    pre.add_argument("--collator-masks-pad", action="store_true", default=None,
+                     help="the collator masks labels equal to the pad id (transformers' DataCollatorForLanguageModeling)")
+    pre.add_argument("--sample", metavar="N", type=int, help="map about N rows, evenly spread (a quick look)")
     pre.add_argument("--jobs", metavar="N", type=int,
                      help="worker processes for the scan (default: the cores available)")
     pre.add_argument("--dask", metavar="ADDRESS",
@@ -366,15 +379,21 @@ def _local_anchor(args: argparse.Namespace) -> Path:
 def _preflight(args: argparse.Namespace, config: Config) -> Judged:
     if args.max_len is not None and args.max_len < 1:
         raise Refused("--max-len must be at least 1")
+    if args.sample is not None and args.sample < 1:
+        raise Refused("--sample must be at least 1")
     from .judge import parallel  # start-up: only preflight spreads work over processes
+    from .judge.token_map import MapOptions
 
+    options = MapOptions(truncation=args.truncation, loss=args.loss, response_template=args.response_template,
+                         train_config=args.train_config, sample=args.sample, pad_masked=args.collator_masks_pad)
     if args.dask is not None:
         from .judge.dask_preflight import preflight_dask  # start-up: only --dask needs it
 
         return preflight_dask(args.datasets, config, address=args.dask, eval_path=args.eval,
-                              tokenizer_dir=args.tokenizer, max_len=args.max_len, progress=parallel.Progress), None
+                              tokenizer_dir=args.tokenizer, max_len=args.max_len, progress=parallel.Progress,
+                              map_options=options), None
     return parallel.run_preflight(args.datasets, config, eval_path=args.eval, tokenizer_dir=args.tokenizer,
-                                  max_len=args.max_len, jobs=args.jobs), None
+                                  max_len=args.max_len, jobs=args.jobs, map_options=options), None
 
 
 def _env(args: argparse.Namespace, config: Config) -> Judged:

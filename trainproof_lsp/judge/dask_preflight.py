@@ -68,7 +68,8 @@ def _sparse(cited: dict[int, int], length: int) -> array[int]:
 def preflight_dask(paths: Sequence[Path | str], config: Config, *, address: Any,
                    eval_path: Path | str | None = None, tokenizer_dir: Path | str | None = None,
                    max_len: int | None = None, part_bytes: int | None = None, first_min: int = FIRST_PART_MIN,
-                   partitions: int | None = None, progress: Callable[[int], Progress] | None = None) -> Outcome:
+                   partitions: int | None = None, progress: Callable[[int], Progress] | None = None,
+                   map_options: Any = None) -> Outcome:
     """`preflight` with the scans and the duplicate search on the Dask cluster at
     `address` (a scheduler address, or a `distributed.Client`/cluster object)."""
     try:
@@ -93,7 +94,7 @@ def preflight_dask(paths: Sequence[Path | str], config: Config, *, address: Any,
             closing: Any = client
             closing.close()
     return pre.preflight(paths, config, eval_path=eval_path, tokenizer_dir=tokenizer_dir, max_len=max_len,
-                         scan=scanner(dict(zip(names, scans))), across=across)
+                         scan=scanner(dict(zip(names, scans))), across=across, map_options=map_options)
 
 
 def scan_on_cluster(client: Any, names: Sequence[str], config: Config, *, eval_file: int | None,

@@ -17,7 +17,7 @@ still run on the rows whose turns do not alternate, in the jinja2 sandbox
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -36,6 +36,9 @@ from ..readers.dataset import NOT_ALTERNATING as NOT_ALTERNATING_KIND
 from .base import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
 from .cross_files import across_files, earlier_copies
 from ..rules.tokens import TEMPLATE_ERROR, TOKEN_RULES, TokenContext
+from ..rules.token_map import MAP_RULES
+from ..rules.base import Rule
+from .token_map import MapBuilder, MapOptions, lengths_from_map, resolve_masking
 from ..readers.tokens import TemplateRendered, TokenizerUnavailable, TokenLengths, count_tokens, load_tokenizer, render_rows
 
 
@@ -49,6 +52,9 @@ class NotCounted:
     asked: bool = False
 
 
+# The rules over token counts and the token map, listed as skipped together when nothing was counted.
+_COUNTED_RULES: tuple[Rule[Any, Any], ...] = (*TOKEN_RULES, *MAP_RULES)
+
 # The reasons the token rules (rules/tokens.py) are listed as skipped.
 NOT_ASKED = NotCounted(reason="token lengths are counted by preflight --tokenizer DIR --max-len N")
 _NO_MAX_LEN = NotCounted(reason="no --max-len N to compare token counts with")
@@ -57,21 +63,62 @@ _NO_TOKENIZER = NotCounted(reason="--max-len needs --tokenizer DIR to count toke
 
 class TokenCounting:
     """Token counting for one invocation: the tokenizer is loaded once, on first use, and
-    only when both the folder and --max-len are given."""
+    only when both the folder and --max-len (or a max length in --train-config) are given.
+    With a tokenizer.json and `tokenizers`, the rows are mapped (judge/token_map.py: the
+    trained-tokens map, under the run's masking); otherwise counted with transformers."""
 
-    def __init__(self, tokenizer_dir: Path | str | None, max_len: int | None, config: Config) -> None:
+    def __init__(self, tokenizer_dir: Path | str | None, max_len: int | None, config: Config,
+                 options: MapOptions | None = None) -> None:
         self.tokenizer_dir, self.max_len, self.config = tokenizer_dir, max_len, config
+        self.options = options or MapOptions()
         self._tok: Any = None
+        self._refused: NotCounted | None = None
+        self._builder: MapBuilder | None = None
+        masking = resolve_masking(replace(self.options, max_len=max_len))
+        if isinstance(masking, str):
+            self._refused = NotCounted(reason=masking, asked=True)
+        else:
+            self.max_len = masking.max_len
+            if tokenizer_dir is not None:
+                self._builder = MapBuilder(tokenizer_dir, masking, self.options.sample)
+
+    def _mapped(self, scan: DatasetScan, data: bytes | None) -> TokenLengths | NotCounted | None:
+        """The map's counts; None when no map can be built here and none was asked for
+        (transformers counts instead)."""
+        builder = self._builder
+        if builder is None:
+            return None
+        if not builder.usable():
+            if self.options.given:  # the user asked for the map's masking: never counted without it
+                return NotCounted(reason=f"no token map: {builder.tokenizer()}", asked=True)
+            return None
+        try:
+            built = builder.build(scan, data)
+        except OSError as e:
+            return NotCounted(reason=f"{scan.path}: cannot read ({e.strerror or e})", asked=True)
+        except ct.TemplateUnusable as e:
+            return NotCounted(reason=f"{self.tokenizer_dir}: {e}", asked=True)
+        except Exception as e:  # the tokenizer's own code failed: a NOT-CHECKED reason, not a traceback
+            return NotCounted(reason=f"{self.tokenizer_dir}: the tokenizer failed while mapping "
+                                     f"({type(e).__name__}: {' '.join(str(e).split())[:200]})", asked=True)
+        if isinstance(built, str):
+            return NotCounted(reason=built, asked=True)
+        return lengths_from_map(built)
 
     def lengths(self, scan: DatasetScan, data: bytes | None = None) -> TokenLengths | NotCounted:
+        if self._refused is not None:
+            return self._refused
         if self.max_len is None:
             return _NO_MAX_LEN if self.tokenizer_dir is not None else NOT_ASKED
         if self.tokenizer_dir is None:
             return _NO_TOKENIZER
-        if not any(self.config.enabled(r) for r in TOKEN_RULES):
+        if not any(self.config.enabled(r) for r in _COUNTED_RULES):
             return NotCounted(reason="disabled by configuration")
         if scan.records == 0:
             return NotCounted(reason="no records to count")  # the report is NOT-CHECKED as a whole anyway
+        mapped = self._mapped(scan, data)
+        if mapped is not None:
+            return mapped
         if self._tok is None:
             try:
                 self._tok = load_tokenizer(self.tokenizer_dir)
@@ -138,11 +185,17 @@ def _token_rules(scan: DatasetScan, config: Config, lengths: TokenLengths | NotC
                  max_len: int | None, rendered: "TemplateRendered | str | None" = None
                  ) -> tuple[list[Finding], list[Check]]:
     if isinstance(lengths, TokenLengths) and max_len is not None:
-        return run_rules(TOKEN_RULES, lengths, TokenContext(max_len=max_len), config)
+        found, ran = run_rules(TOKEN_RULES, lengths, TokenContext(max_len=max_len), config)
+        if lengths.token_map is not None:
+            more, more_ran = run_rules(MAP_RULES, lengths.token_map, None, config)
+            return found + more, ran + more_ran
+        reason = "counted with transformers: the token map needs the folder's tokenizer.json and `tokenizers`"
+        return found, ran + [Check(group=r.id, ran=False, reason=reason if config.enabled(r) else
+                                   "disabled by configuration") for r in MAP_RULES]
     if isinstance(lengths, TokenLengths):
         lengths = _NO_MAX_LEN
     checks = [Check(group=r.id, ran=False, reason=lengths.reason if config.enabled(r) else "disabled by configuration")
-              for r in TOKEN_RULES if not (rendered is not None and r is TEMPLATE_ERROR)]
+              for r in _COUNTED_RULES if not (rendered is not None and r is TEMPLATE_ERROR)]
     findings = []
     if isinstance(rendered, TemplateRendered):
         found, ran = run_rules((TEMPLATE_ERROR,), rendered, None, config)
@@ -213,14 +266,17 @@ def _scan(path: Path, data: bytes | None = None, config: Config | None = None) -
 
 
 def judge_dataset(path: Path | str, config: Config, *, data: bytes | None = None,
-                  tokenizer_dir: Path | str | None = None, max_len: int | None = None) -> Report:
+                  tokenizer_dir: Path | str | None = None, max_len: int | None = None,
+                  map_options: MapOptions | None = None) -> Report:
     """One dataset file (or editor buffer `data`) judged on its own, with its token
     lengths when a tokenizer folder and `max_len` are given. Train/eval overlap and the
     tokenizer folder itself are judged by `preflight`, each in its own report."""
     scanned = _scan(Path(path), data, config)
     if isinstance(scanned, Report):
         return scanned
-    lengths = TokenCounting(tokenizer_dir, max_len, config).lengths(scanned, data)
+    counting = TokenCounting(tokenizer_dir, max_len, config, map_options)
+    lengths = counting.lengths(scanned, data)
+    max_len = counting.max_len
     return dataset_report(scanned, config, lengths=lengths, max_len=max_len,
                           rendered=TemplateRows(tokenizer_dir, config).render(scanned, lengths, data))
 
@@ -283,7 +339,8 @@ def judge_tokenizer(folder: Path | str, config: Config, *, conversational: bool 
 def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | str | None = None,
               tokenizer_dir: Path | str | None = None, max_len: int | None = None,
               scan: Callable[[Path | str], DatasetScan | Report] | None = None,
-              across: Mapping[int, Sequence[EarlierCopy]] | None = None) -> Outcome:
+              across: Mapping[int, Sequence[EarlierCopy]] | None = None,
+              map_options: MapOptions | None = None) -> Outcome:
     """Every dataset, the eval file (with its overlap against the training files) and the
     tokenizer folder, each in its own report. `scan`: where the scans come from when they
     were made beforehand (judge/parallel.py: on worker processes or a cluster); `across`:
@@ -294,7 +351,8 @@ def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | 
 
     reports: list[Report] = []
     scans: list[DatasetScan] = []
-    counting = TokenCounting(tokenizer_dir, max_len, config)
+    counting = TokenCounting(tokenizer_dir, max_len, config, map_options)
+    max_len = counting.max_len  # --max-len, else the max length of --train-config
     templated = TemplateRows(tokenizer_dir, config)
     read = [_read(p) for p in paths]
     if across is None:

@@ -13,8 +13,9 @@ from . import chance, compare, dead, degenerate, diverge, eventfile, flat, lr, n
 from . import loss_scale
 from . import preference, rl, objective_compare
 from . import checkpoint, entrypoint, env, script, script_best_strategy
-from . import script_api, script_precision, script_run
+from . import script_api, script_lora, script_precision, script_run
 from . import dataset, tokenizer, tokens
+from . import token_map
 from . import speech
 from . import bundle
 from .base import ANY, METRICS, Context, Family, Rule, Skip
@@ -103,11 +104,13 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     script_best_strategy.RULE,  # rules/script_best_strategy.py
     *script_run.RULES,  # rules/script_run.py: the config against the run's length
     *script_precision.RULES,  # rules/script_precision.py: the config's precision against the model
+    *script_lora.RULES,  # rules/script_lora.py: LoRA's target_modules against the model's modules
     *env.RULES,
     *script_api.RULES,  # rules/script_api.py: the script's library calls against installed signatures
     entrypoint.FROM_CWD_RULE,
     *dataset.DATASET_RULES,  # rules/dataset.py, rules/tokens.py, rules/tokenizer.py
     *tokens.TOKEN_RULES,
+    *token_map.RULES,  # rules/token_map.py: the trained-tokens map of a dataset
     *tokenizer.TOKENIZER_RULES,
     *speech.SPEECH_RULES,  # rules/speech.py: speech/TTS listings and their audio
     *bundle.RULES,  # rules/bundle.py: an output folder's files checked against each other

@@ -168,14 +168,16 @@ Why it matters: DPO/ORPO's loss pushes chosen up and rejected down; on identical
 sequences the two log-probabilities are equal, the pair's gradient only adds noise and
 its margin is stuck at 0 (reports found 7% of a public preference slice like this).
 What it does not mean: pairs that are identical as written — those are the dataset
-rules' (chosen equals rejected).
+rules' (chosen equals rejected) — or pairs cut to their prompt alone, which train on
+nothing (TP-PRE-NO-TRAINABLE-TOKENS).
 """
 
 
 def check_pairs(m: TokenMap, limits: NoLimits, ctx: object) -> Iterator[Hit]:
     if not m.pairs:
         raise Skip("no preference pairs")
-    same = _flagged(m, PAIR_IDENTICAL, without=PAIR_IDENTICAL_BEFORE)
+    # A pair cut to its prompt alone trains on nothing: TP-PRE-NO-TRAINABLE-TOKENS's (one fault, one finding).
+    same = [i for i in _flagged(m, PAIR_IDENTICAL, without=PAIR_IDENTICAL_BEFORE) if m.trained[i] > 0]
     share = round(len(same) / m.pairs, 6)
     for line in same:
         yield Hit(message=f"line {line + 1}: chosen and rejected are the same {m.kept[line]} tokens after truncation "
