@@ -123,7 +123,12 @@ async def code_lens(ls: TrainproofServer, params: lsp.CodeLensParams) -> list[ls
     folders: list[Path] = []
     if doc is not None and kind is not None and kind.kind == "script":  # a folder scan: off the loop
         folders = await asyncio.to_thread(adjacent_run_folders, doc.path)
-    return lenses_for(tp, uri, folders)
+    out = lenses_for(tp, uri, folders)
+    if doc is not None and kind is not None and kind.kind == "dataset":  # server/token_map.py, off the loop
+        from .token_map import map_lens
+
+        out += await map_lens(tp, doc, uri)
+    return out
 
 
 __all__ = ["lenses_for", "adjacent_run_folders", "code_lens", "path_to_uri"]

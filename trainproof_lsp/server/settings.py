@@ -48,6 +48,13 @@ class Settings:
     # Dataset keys that hold a training field, as "FIELD=KEY" (`--field`); on top of
     # `fields` in [tool.trainproof].
     fields: tuple[str, ...] = ()
+    # The token map of a dataset (server/token_map.py, docs/token-map.md): the run's
+    # tokenizer folder, max length, loss ("all", "assistant-only", "completion-only") and
+    # the training script or YAML config the masking is read from. No tokenizer: no map.
+    tokenizer: str | None = None
+    max_len: int | None = None
+    loss: str | None = None
+    train_config: str | None = None
     rules_docs_url: str | None = None  # e.g. "https://example.org/rules.md#{id_lower}"
     # Size caps for huge or hostile files, by core.caps.Caps's field names (caps.py holds
     # the defaults and why); None: `[tool.trainproof.caps]` or the default.
@@ -76,6 +83,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "configuration_timeout_ms": (0, 60_000),
     "env_timeout_s": (1, 3600),
     "vocab_size": (2, 1 << 40),
+    "max_len": (1, 1 << 24),
     **{cap: (1, 1 << 40) for cap in ("max_log_mb", "max_log_entries", "max_row_mb", "max_pickle_mb",
                                      "max_pickle_ops", "max_inflate_mb", "max_tensors", "max_events",
                                      "max_events_mb")},

@@ -22,6 +22,7 @@ from .documents import LineDocument
 from .lines import DiskLines
 from .lsp import LanguageServer, TrainproofProtocol
 from .settings import SECTION, Settings, parse_settings
+from .token_map import EditorTokenMaps
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,7 @@ class ServerState:
         self._docs_href_base: str | None = None
         self._docs_written: asyncio.Future[str | None] | None = None
         self._disk_lines = DiskLines()
+        self.token_maps = EditorTokenMaps()  # server/token_map.py: a dataset row's map (hover, lens)
 
     # --- settings gate ------------------------------------------------------------------
 
