@@ -23,15 +23,6 @@ from .objective import RL, objective_of
 
 
 @dataclass(frozen=True, kw_only=True)
-class ObjectiveAlign:
-    # Points each run needs inside the common span: a start and an end window of three.
-    min_points: int = 6
-    # The start and end windows: a tenth of the common span's points each, at least 3.
-    window_fraction: float = 0.1
-    min_window_points: int = 3
-
-
-@dataclass(frozen=True, kw_only=True)
 class ObjectivePair:
     """A run and its baseline on the step span both log, on one higher-is-better series."""
 
@@ -69,7 +60,7 @@ def compared_series(run: Run) -> str | None:
     return ob.REWARD if got[0] is RL else ob.REWARDS_MARGINS
 
 
-def align_objective(run: Run, baseline: Run, series: str, limits: ObjectiveAlign) -> ObjectivePair:
+def align_objective(run: Run, baseline: Run, series: str, limits: "BelowLimits") -> ObjectivePair:
     """Both runs' `series` on their common step span, with start and end levels; raises
     Uncomparable with a one-line reason when they cannot be put side by side."""
     sides = []
@@ -117,7 +108,12 @@ the check is skipped and says so.
 
 
 @dataclass(frozen=True, kw_only=True)
-class BelowLimits(ObjectiveAlign):
+class BelowLimits:
+    # Points each run needs inside the common span: a start and an end window of three.
+    min_points: int = 6
+    # The start and end windows: a tenth of the common span's points each, at least 3.
+    window_fraction: float = 0.1
+    min_window_points: int = 3
     # A quarter of the baseline's gain: two runs of one setup with different seeds end
     # within a few percent of each other's gain; a quarter short is a different run.
     max_shortfall: float = 0.25

@@ -40,7 +40,7 @@ def window_levels(values: Sequence[float]) -> tuple[int, float, float, float]:
 
 # --- TP-PREF-AT-LN2 ----------------------------------------------------------------------
 
-AT_LN2_DOC = """A preference run whose loss stays at ln 2 and reward margins at 0: the policy never left its reference.
+AT_LN2_DOC = """A preference run stays at loss ln 2 with reward margins at 0: the policy never left its reference.
 
 What it flags: a DPO-family log (reward margins logged) in which, after the first logged
 step, at least `min_share` of the points have the loss within `loss_band` of ln 2 =

@@ -262,7 +262,7 @@ stays there (no growth within the log).
 
 @dataclass(frozen=True, kw_only=True)
 class KlLimits:
-    min_points: int = 5
+    min_points: int = 5  # an end window of three and two points before it to grow from
     # 1 nat per token: ten times the top of the usual range (0.001-0.1); each token's
     # distribution has moved at least as far as from a fair coin to 0.95/0.05.
     max_level: float = 1.0
@@ -388,7 +388,7 @@ WARN only when it runs into the cap.
 
 @dataclass(frozen=True, kw_only=True)
 class LengthLimits:
-    min_points: int = 6
+    min_points: int = 6  # a start and an end window of three, apart
     min_trend_z: float = 2.0  # a rise at 95% significance
     growth: float = 1.25  # a quarter longer at the end than at the start
     near_cap: float = 0.9  # the mean completion within 10% of the cap: most are cut
