@@ -129,9 +129,9 @@ def test_a_blank_line_or_two_values_on_a_line_are_the_only_lines_read_by_the_ref
     referred: list[int] = []
     orig_line = dataset_fast.scan_line
 
-    def spy_line(line, raw):
+    def spy_line(line, raw, *fields):
         referred.append(line)
-        return orig_line(line, raw)
+        return orig_line(line, raw, *fields)
     monkeypatch.setattr(dataset_fast, "scan_line", spy_line)
     scan = ds.scan_dataset("mem.jsonl", data)
     assert referred == [odd_line]

@@ -245,3 +245,44 @@ def test_a_sick_torchtune_run_fails_by_the_same_rules(tmp_path, case):
     assert got.location.span.start_line == want.location.span.start_line
     if case == "nan":
         assert log.read_text(encoding="utf-8").splitlines()[got.location.span.start_line].startswith("Step 71 | loss:nan")
+
+
+# --- watch: each stack's log tailed as it grows -------------------------------------------
+
+def llamafactory_lines(losses: list[float]) -> list[dict[str, Any]]:
+    """trainer_log.jsonl rows in LogCallback.on_log's shape (None values dropped)."""
+    n = len(losses)
+    return [{"current_steps": 10 * (i + 1), "total_steps": 10 * n, "loss": loss, "lr": 2e-5,
+             "epoch": round(3 * (i + 1) / n, 2), "percentage": round(100 * (i + 1) / n, 2),
+             "elapsed_time": "0:00:42", "remaining_time": "0:10:00"} for i, loss in enumerate(losses)]
+
+
+def _stack_log(folder: Path, stack: str, losses: list[float]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    if stack == "llamafactory":
+        return write_jsonl(folder, llamafactory_lines(losses), "trainer_log.jsonl")
+    if stack == "swift":
+        return write_jsonl(folder, swift_lines(losses), "logging.jsonl")
+    log = folder / "log_1700000000.txt"
+    log.write_text(torchtune_text(losses), encoding="utf-8")
+    return log
+
+
+@pytest.mark.parametrize("case", ["healthy", "nan", "diverging"])
+@pytest.mark.parametrize("stack, tailer", [("llamafactory", "_LineTailer"), ("swift", "_LineTailer"),
+                                           ("torchtune", "_TextTailer")])
+def test_watch_tails_a_stacks_log_as_epoch_reads_it(tmp_path, stack, tailer, case):
+    from growing import same_findings, watch_growing, watched_report
+
+    losses = healthy() if case == "healthy" else SICK[case][0]()
+    src = _stack_log(tmp_path / "src", stack, losses)
+    dest = tmp_path / "out" / src.name
+    w = watch_growing(src.read_bytes(), dest, 29)  # cuts inside lines: each held until its newline
+    (watched,) = w.logs.values()
+    assert type(watched.tailer).__name__ == tailer  # read incrementally, not again whole at each poll
+    assert watched.tailer.live.records == N
+    whole = judge(dest)
+    assert same_findings(watched_report(w), whole)
+    assert whole.verdict is (Verdict.PASS if case == "healthy" else Verdict.FAIL)
+    if case != "healthy":
+        assert SICK[case][1] in ids(watched_report(w))

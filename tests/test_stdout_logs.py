@@ -345,3 +345,34 @@ def test_a_hysteresis_overflow_is_read_as_no_fall(tmp_path):
     log.write_text(text, encoding="utf-8")
     run = read_run(log, detect(log, log.read_bytes()))
     assert run.get(LOSS_SCALE).values == (128, 64, 64, 32, 32, 32, 16)  # type: ignore[union-attr]
+
+
+# --- watch: a captured stdout tailed as it grows ------------------------------------------------
+
+@pytest.mark.parametrize("case", ["healthy", "nan"])
+@pytest.mark.parametrize("writer", ["hf", "megatron", "nanogpt"])
+def test_watch_tails_a_growing_stdout_as_epoch_reads_it(tmp_path, writer, case):
+    from growing import same_findings, watch_growing, watched_report
+
+    curve = healthy() if case == "healthy" else SICK[case][0]()
+    text = {"hf": hf_text, "megatron": megatron_text, "nanogpt": nanogpt_text}[writer](curve)
+    dest = tmp_path / "train.log"
+    w = watch_growing(text.encode("utf-8"), dest, 31)  # cuts inside lines and inside a CR-redrawn bar
+    (watched,) = w.logs.values()
+    assert type(watched.tailer).__name__ == "_TextTailer"
+    assert watched.tailer.lineno == text.count("\n")  # every line read once, as it was completed
+    report, whole = watched_report(w), judge(dest)
+    assert same_findings(report, whole)
+    assert report.verdict is (Verdict.PASS if case == "healthy" else Verdict.FAIL)
+
+
+def test_watch_reads_a_last_line_without_its_newline_when_settled(tmp_path):
+    from growing import same_findings, watch_growing, watched_report
+
+    text = nanogpt_text(SICK["nan"][0]()).rstrip("\n")  # the run died before its last newline
+    dest = tmp_path / "train.log"
+    w = watch_growing(text.encode("utf-8"), dest, 7)
+    report, whole = watched_report(w), judge(dest)
+    assert same_findings(report, whole) and report.verdict is Verdict.FAIL
+    (watched,) = w.logs.values()
+    assert watched.tailer.held == text.rsplit("\n", 1)[1].encode("utf-8")  # kept, never fed twice

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from curves import N, SICK, healthy
+from growing import watch_growing
 from conftest import ids, judge, write_jsonl
 from trainproof_lsp.cli import main
 from trainproof_lsp.core.config import Config
 from trainproof_lsp.core.model import EVAL_LOSS, LOSS, LR, Level, Verdict
-from trainproof_lsp.guardian.watch import Watch, WatchOptions
 from trainproof_lsp.judge.engine import doctor
 from trainproof_lsp.readers.detect import detect
 from trainproof_lsp.readers.wandb_offline import BLOCK, FILE_HEADER, WandbFeed, scan_wandb_offline
@@ -251,25 +251,9 @@ def test_a_run_without_wandb_log_calls_is_not_checked(runs, tmp_path):
 
 # --- watch: the file read as it grows ---------------------------------------------------------
 
-def _watch_growing(src: Path, dest: Path, pieces: int) -> Watch:
-    """`watch` over a copy of `src` written in `pieces` cuts at arbitrary bytes, polled after
-    each (the loop's own poll, without its wait)."""
-    data = src.read_bytes()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(b"")
-    w = Watch(dest, Config(), WatchOptions(interval=0.0), out=io.StringIO(), err=io.StringIO())
-    step = len(data) // pieces + 1
-    for at in range(0, len(data), step):
-        with dest.open("ab") as fh:
-            fh.write(data[at:at + step])
-        w.poll_once()
-    w.settle_all()
-    return w
-
-
 @pytest.mark.parametrize("case", ["healthy", "nan", "diverging"])
 def test_watch_reads_a_growing_offline_run_as_epoch_does(runs, tmp_path, case):
-    w = _watch_growing(runs[case], tmp_path / "wandb" / "run-w.wandb", 37)
+    w = watch_growing(runs[case].read_bytes(), tmp_path / "wandb" / "run-w.wandb", 37)
     (watched,) = w.outcome().reports
     whole = judge(tmp_path / "wandb" / "run-w.wandb")
     assert watched.verdict is whole.verdict
@@ -281,7 +265,7 @@ def test_watch_reads_a_growing_offline_run_as_epoch_does(runs, tmp_path, case):
 def test_watch_says_a_cut_tail_when_the_file_stops_growing(runs, tmp_path):
     offsets = _record_offsets(runs["healthy"])
     src = _copy_cut(runs["healthy"], tmp_path / "src" / "run-s.wandb", offsets[100] + 20)
-    w = _watch_growing(src, tmp_path / "w" / "run-w.wandb", 5)
+    w = watch_growing(src.read_bytes(), tmp_path / "w" / "run-w.wandb", 5)
     (watched,) = w.outcome().reports
     assert watched.verdict is Verdict.NOT_CHECKED
     stop = next(f for f in watched.findings if f.id == "TP-NOT-CHECKED")

@@ -39,6 +39,8 @@ class Format:
     # An editor sends its buffer to the server, which judges it as it is typed.
     opened: bool = False
     about: str
+    # The writer (and its version) whose output the tests read, for a format a tool writes.
+    tested: str = ""
 
     def matches(self, file_name: str) -> bool:
         lower = file_name.lower()
@@ -57,11 +59,15 @@ FORMATS: tuple[Format, ...] = (
     # --- metric logs ---------------------------------------------------------------
     Format(kind="metrics", name="hf-trainer-state", names=("trainer_state.json",), watched=True, opened=True,
            about="HF Trainer state (`log_history`), also any `.json` holding `log_history`; "
-                 "`checkpoint-N/` copies are prefixes of their run"),
+                 "`checkpoint-N/` copies are prefixes of their run",
+           tested="transformers 5.25 Trainer (fixtures/hf_runs)"),
     Format(kind="metrics", name="tfevents", patterns=("events.out.tfevents.*",), watched=True,
-           about="TensorBoard event file (HF, Lightning, Keras, Coqui), read from the wire format"),
+           about="TensorBoard event file (HF, Lightning, Keras, Coqui), read from the wire format",
+           tested="torch 2.13 `torch.utils.tensorboard.SummaryWriter`"),
     Format(kind="metrics", name="metrics-csv", suffixes=(".csv", ".tsv"), watched=True, opened=True,
-           about="metric table: Lightning/Keras CSVLogger, W&B export"),
+           about="metric table: Lightning/Keras CSVLogger, W&B history export (`_step`, `train/loss`, ... "
+                 "columns; a chart panel's export, `<run> - train/loss` columns, is not read)",
+           tested="lightning 2.6 CSVLogger"),
     Format(kind="metrics", name="metrics-jsonl", suffixes=(".jsonl", ".ndjson"), watched=True, opened=True,
            about="one metric record per line (a loss or step key in the first records)"),
     Format(kind="metrics", name="metrics-json", suffixes=(".json",), watched=True, opened=True,
@@ -75,14 +81,17 @@ FORMATS: tuple[Format, ...] = (
     Format(kind="metrics", name="llamafactory-log",
            about="LLaMA-Factory `trainer_log.jsonl` (`current_steps` is the step; `loss`, `eval_loss`, "
                  "`lr`/`learning_rate`, `epoch`, `throughput`); with the folder's `trainer_state.json` "
-                 "it is one run. `all_results.json`/`train_results.json` are the run's summary: passed over"),
+                 "it is one run. `all_results.json`/`train_results.json` are the run's summary: passed over",
+           tested="LLaMA-Factory's LogCallback when installed (the `writers` extra), else rows in its `on_log` shape"),
     Format(kind="metrics", name="swift-log",
            about="ms-swift `logging.jsonl` (`global_step/max_steps` \"N/M\" is the step; `loss`, "
                  "`eval_loss`, `learning_rate`, `grad_norm`, `train_speed(iter/s)` or `train_speed(s/it)`, "
-                 "`epoch`; `memory(GiB)` not read)"),
+                 "`epoch`; `memory(GiB)` not read)",
+           tested="rows in ms-swift 3's `trainers/patcher.py` shape, checked against its source when installed"),
     Format(kind="metrics", name="torchtune-log",
            about="torchtune DiskLogger text log (`log_<time>.txt`, lines `Step N | loss:… lr:…`; "
-                 "`tokens_per_second_per_gpu` is the throughput, `grad_norm` read; memory not read)"),
+                 "`tokens_per_second_per_gpu` is the throughput, `grad_norm` read; memory not read)",
+           tested="lines in DiskLogger's shape, checked against torchtune's source when installed"),
     # Training stdout captured to a file: `.out` here (nohup.out, slurm-<job>.out), `.log`
     # and `.txt` by the Coqui row above (watched there). Read as one when its name is
     # nohup.out or slurm-*.out or its first bytes hold a line the reader reads
@@ -95,14 +104,19 @@ FORMATS: tuple[Format, ...] = (
                  "iteration N`, nanoGPT `iter N: loss …, time …ms` / `step N: … val loss …`, DeepSpeed "
                  "`OVERFLOW! … Attempted loss scale: X, reducing to Y` and `Current loss scale already at minimum`; "
                  "other lines counted and passed over. Not read: HF `train_runtime` summaries, nanoGPT's train-loss "
-                 "estimate on `step` lines, Megatron's skipped/nan iteration counts"),
+                 "estimate on `step` lines, Megatron's skipped/nan iteration counts",
+           tested="transformers 5.25 Trainer's printed dicts; Megatron-LM, nanoGPT and DeepSpeed lines in their "
+                  "writers' f-string shapes"),
     # W&B offline runs: a binary record log the SDK appends to while the run trains.
     Format(kind="metrics", name="wandb-offline", suffixes=(".wandb",), watched=True,
-           about="W&B offline run (`wandb/offline-run-*/run-<id>.wandb`, `wandb.init(mode=\"offline\")`): its "
+           about="W&B run file (`wandb/offline-run-*/run-<id>.wandb` of `wandb.init(mode=\"offline\")`, and the "
+                 "local copy an online run keeps in `wandb/run-*/`): its "
                  "record log read from the wire format (no `wandb` needed), CRCs checked; the history records "
                  "(`wandb.log`) are the rows (`train/loss`, `train/global_step`, `_step`...), the run's config gives "
                  "`max_steps`, `logging_steps` and `vocab_size`/`num_labels`. A file cut short or damaged is read up to "
-                 "there and is NOT-CHECKED beyond. Not read: media, tables, histograms, system stats"),
+                 "there and is NOT-CHECKED beyond. Not read: media, tables, histograms, system stats; "
+                 "`files/config.yaml` and `wandb-summary.json` (the run's config is in the record log)",
+           tested="wandb 0.31, `wandb.init(mode=\"offline\")` + `wandb.log`"),
     Format(kind="metrics", name="mlflow",
            about="MLflow file-store run folder (`meta.yaml` + `metrics/`, one file per metric)"),
     # --- datasets --------------------------------------------------------------------
@@ -336,13 +350,15 @@ def markdown() -> str:
         "them, and the editors re-judge it when it changes on disk, open or not. "
         "**Opened**: an editor sends the open file to the language server, which judges it as you type.",
         "",
-        "| kind | format | file names | watched | opened | what it is |",
-        "|---|---|---|---|---|---|",
+        "**Tested against**: the writer (and its version) whose output the tests read.",
+        "",
+        "| kind | format | file names | watched | opened | what it is | tested against |",
+        "|---|---|---|---|---|---|---|",
     ]
     for f in FORMATS:
         named = cell((*f.names, *f.patterns, *(f"*{s}" for s in f.suffixes)))
         lines.append(f"| {f.kind} | `{f.name}` | {named} | {'yes' if f.watched else ''} | "
-                     f"{'yes' if f.opened else ''} | {f.about} |")
+                     f"{'yes' if f.opened else ''} | {f.about} | {f.tested or '—'} |")
     lines += [
         "",
         f"**Folders never searched** (by `doctor`, `watch` and the server's file watchers): "
@@ -361,6 +377,10 @@ def markdown() -> str:
         "`preflight` and the checkpoint reader — \"Git LFS pointer to a 267,832,560-byte "
         "file, not downloaded: run `git lfs pull`\" — never read as the checkpoint, dataset or log its name "
         "says. In a run folder a pointer of any name is found by the walk. In CI: docs/ci.md.",
+        "",
+        "**Not read yet**: W&B chart-panel CSV exports (`Step`, `<run> - train/loss`, `__MIN`/`__MAX` "
+        "columns); Comet, Neptune, ClearML and Aim offline stores; DeepSpeed's `csv_monitor` files (one file a "
+        "metric). Point `--column loss=NAME` at a table whose loss column the readers do not know.",
         "",
         f"**A run folder** (the editor offers *Doctor* on it) holds an entry named {cell(RUN_MARKER_NAMES)}, "
         f"or starting with {cell(RUN_MARKER_PREFIXES)}, or ending with {cell(RUN_MARKER_SUFFIXES)}. "

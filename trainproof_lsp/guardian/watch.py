@@ -87,6 +87,10 @@ from ..readers.tensorboard import normalise_tag, split_of
 from ..readers.trainer_state import read_trainer_state
 from ..readers.tfevents import EventFileScan, EventPoint, EventReader
 from ..readers.wandb_offline import FORMAT as WANDB_FORMAT, WandbRows, run_meta
+from ..readers import adjacent, stdout_log, torchtune
+from ..readers.metrics import no_loss_error
+from ..readers.stdout_log import StdoutLines
+from ..core.model import RunMeta
 from ..judge.wandb_run import stopped_finding
 from .core import change_lines, default_confirm, fail_ids
 from .incremental import IncrementalJudge, LiveRun, Schedule, verdict_change
@@ -406,6 +410,126 @@ class _WandbTailer(_Tailer):
         return tuple(self.rows.mapping.mapping.names)
 
 
+class _TextTailer(_Tailer):
+    """Text logs read line by line: training stdout captured to a file and torchtune's
+    DiskLogger files. Each completed line is given to the reader's own line function
+    (`StdoutLines.line`, `torchtune.parse_line`: the whole read uses them too); a last line
+    its writer has not ended is held until its newline arrives, and read as `epoch` reads
+    it when the log is settled (`finished`)."""
+
+    def __init__(self, path: Path, fmt: str, column_map: Mapping[str, str] | None = None,
+                 **caps: Any) -> None:
+        super().__init__(path, fmt, column_map, **caps)
+        self.held = b""  # the last line, not ended yet
+        self.lineno = 0  # lines completed so far
+        self.line_offset = 0  # byte offset of the held line
+        self.unreadable = ""
+        classes, source = adjacent.find_num_classes(path)
+        self.meta = RunMeta(checkpoint_steps=adjacent.checkpoint_steps(adjacent.run_root(path)),
+                            vocab_size=classes, vocab_source=source)
+        self.live.meta = self.meta
+        self._state(self.live)
+
+    def _state(self, live: LiveRun) -> None:
+        if self.fmt == "stdout-log":
+            self.stdout: StdoutLines | None = StdoutLines(
+                live, lambda line, a, b: live.new_record(span=Span(line, a, line, b)))
+        else:
+            self.stdout = None
+            self.mapping = GrowingRowMapping(self.column_map)
+            self.other = 0
+            self.first_other: int | None = None
+
+    def _line(self, live: LiveRun, raw: bytes, offset: int) -> None:
+        """One completed line (without its newline), at byte `offset` of the file."""
+        lineno = self.lineno
+        self.lineno += 1
+        if self.stdout is not None:
+            self.stdout.line(lineno, raw.decode("utf-8", "replace"))
+            return
+        if offset == 0 and raw.startswith(b"\xef\xbb\xbf"):
+            raw, offset = raw[3:], 3
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:  # as the whole read says it
+            raise ReadError(f"{self.path}: not UTF-8 text (byte {offset + e.start})") from None
+        if not text.strip():
+            return
+        row = torchtune.parse_line(text)
+        if row is None:
+            self.other += 1
+            self.first_other = lineno if self.first_other is None else self.first_other
+            return
+        record = live.new_record(span=Span(lineno, 0, lineno, len(text.rstrip())))
+        self.mapping.put([(record, row)], live, live.notes)
+
+    def _after(self, live: LiveRun) -> str | None:
+        """The run's notes and meta brought up to date; why it cannot be judged yet."""
+        if self.stdout is not None:
+            if self.stdout.records:
+                live.lead_notes["lines"] = self.stdout.summary()
+            live.meta = replace(self.meta, max_steps=self.stdout.max_steps)
+            if self.stdout.records and not self.stdout.judgeable():
+                return str(stdout_log.no_lines_error(self.path))
+            return None
+        if self.other and self.first_other is not None:
+            live.lead_notes["other"] = torchtune.other_lines_note(self.other, self.first_other)
+        live.unmapped = self.mapping.mapping.unmapped()
+        if live.records and not self.mapping.mapping.has_loss():
+            return str(no_loss_error(str(self.path), self.mapping.mapping.names, "metric"))
+        return None
+
+    def poll(self) -> Poll:
+        got = self._read_new()
+        if got is None:
+            return Poll(error=self.refused or f"{self.path}: cannot read (gone or not readable)")
+        data, restarted = got
+        if self.unreadable:
+            return Poll(error=self.unreadable)
+        if not data:
+            return Poll(grew=restarted, replaced=restarted)
+        data = self.held + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self.held = data
+            return Poll(grew=True, replaced=restarted)
+        self.held = data[cut + 1:]
+        try:
+            for raw in data[:cut].split(b"\n"):
+                self._line(self.live, raw, self.line_offset)
+                self.line_offset += len(raw) + 1
+        except ReadError as e:
+            self.unreadable = str(e)
+            return Poll(grew=True, error=self.unreadable)
+        why = self._after(self.live)
+        return Poll(grew=True, replaced=restarted, error=why)
+
+    def finished(self) -> tuple[LiveRun, tuple[str, ...]] | str | None:
+        """The run with the held last line read as `epoch` reads it (on copies); a reason
+        when it cannot be judged; None when no line is held."""
+        if self.unreadable or not self.held:
+            return None
+        held = copy.copy(self)
+        held.live = copy.deepcopy(self.live)
+        state = copy.deepcopy((self.stdout, getattr(self, "mapping", None)))
+        held.stdout = state[0]
+        if state[0] is not None:  # its records go to the copy of the run
+            state[0].add = held.live.add
+            state[0].new_record = lambda line, a, b: held.live.new_record(span=Span(line, a, line, b))
+        else:
+            assert isinstance(state[1], GrowingRowMapping)
+            held.mapping = state[1]
+        try:
+            held._line(held.live, self.held, self.line_offset)
+        except ReadError as e:
+            return str(e)
+        why = held._after(held.live)
+        return why if why is not None else (held.live, held.columns())
+
+    def columns(self) -> tuple[str, ...]:
+        return self.live.series_names() if self.stdout is not None else tuple(self.mapping.mapping.names)
+
+
 class _WholeTailer(_Tailer):
     """Logs rewritten whole (trainer_state.json) or read whole (Coqui text, JSON arrays):
     read again only when the size or mtime changes."""
@@ -467,6 +591,8 @@ def make_tailer(path: Path, fmt: str, columns: Mapping[str, str] | None = None,
                 caps: Caps = DEFAULT_CAPS) -> _Tailer:
     if fmt in ("metrics-jsonl", "metrics-csv", "llamafactory-log", "swift-log"):  # (the stacks' logs are metric JSONL)
         return _LineTailer(path, fmt, columns, cap_mb=caps.max_log_mb)
+    if fmt in ("stdout-log", "torchtune-log"):
+        return _TextTailer(path, fmt, columns, cap_mb=caps.max_log_mb)
     if fmt == WANDB_FORMAT:
         return _WandbTailer(path, fmt, columns, cap_mb=caps.max_log_mb, max_rows=caps.max_log_entries)
     if fmt == "tfevents":
@@ -671,7 +797,7 @@ class Watch:
             return None  # settled over these very bytes, held last line included: no copies again
         if isinstance(tailer, _WandbTailer):  # a record the file still cuts short is said, as epoch says it
             return w.judge.settle(tailer.live, extra=tailer.finished_extra(), columns=tailer.columns())
-        finished = tailer.finished() if isinstance(tailer, _LineTailer) else None
+        finished = tailer.finished() if isinstance(tailer, (_LineTailer, _TextTailer)) else None
         if isinstance(finished, str):
             if w.report is not None and w.report.reason == finished:
                 return None

@@ -42,12 +42,12 @@ import ast
 import math
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..core.model import (EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LOSS_SCALE_AT_MINIMUM, LR, STEP_TIME,
                           ReadError, RecordSpans, Run, RunMeta)
 from . import adjacent
-from .common import Columns, file_data, to_float
+from .common import Columns, PointSink, file_data, to_float
 
 # A dict repr longer than this is not a Trainer log line (a logs dict is a few hundred
 # characters; the cap bounds literal_eval's work on any line).
@@ -121,6 +121,142 @@ def _fields(rest: str) -> dict[str, float]:
     return out
 
 
+class StdoutLines:
+    """The training-log lines of a captured stdout, one line at a time, into a point sink:
+    the whole read and `watch` (which feeds each line as it is completed) read with this."""
+
+    def __init__(self, sink: PointSink, new_record: Callable[[int, int, int], int]) -> None:
+        """`new_record(line, start column, end column)` opens a record, giving its index."""
+        self.add = sink.add
+        self.new_record = new_record
+        self.used = dict.fromkeys(_KINDS, 0)
+        self.records = 0
+        self.other = 0
+        self.first_other: int | None = None
+        self.max_steps: int | None = None
+        self.hf_ordinal = 0
+        self.step = 0  # the step of the last metric line: where a DeepSpeed overflow line is placed
+        self.explicit_steps = False
+        self.series: set[str] = set()
+
+    def _record(self, lineno: int, col: int, width: int, kind: str) -> int:
+        self.used[kind] += 1
+        self.records += 1
+        return self.new_record(lineno, col, col + width)
+
+    def _put(self, series: str, source: str, step: int, value: float, record: int) -> None:
+        self.series.add(series)
+        self.add(series, source, step, value, record)
+
+    def _passed_over(self, lineno: int) -> None:
+        self.other += 1
+        self.first_other = lineno if self.first_other is None else self.first_other
+
+    def line(self, lineno: int, raw: str) -> None:
+        """One line of the file (without its newline)."""
+        if len(raw) > _MAX_LINE:
+            self._passed_over(lineno)
+            return
+        line, col = _clean(raw)
+        if not line.strip():
+            return
+        add, record = self._put, self._record
+        m = _HF_DICT.search(line)
+        if m is not None:
+            found = _hf_dict(m.group(0))
+            if found is not None and ("loss" in found or "eval_loss" in found):
+                at = col + m.start()
+                if "loss" in found:
+                    self.hf_ordinal += 1
+                self.step = self.hf_ordinal
+                r = record(lineno, at, len(m.group(0)), "HF Trainer dict")
+                for key, series in _HF_KEYS.items():
+                    value = to_float(found.get(key))
+                    if value is None or (series == EPOCH and "loss" not in found):
+                        continue
+                    add(series, key, self.step, value, r)
+                return
+        m = _MEGATRON.search(line)
+        if m is not None:
+            fields = _fields(m.group(3))
+            loss_key = "lm loss" if "lm loss" in fields else next((k for k in fields if k.endswith(" loss")), None)
+            if loss_key is not None or fields.keys() & _MEGATRON_KEYS.keys():
+                self.step, self.max_steps, self.explicit_steps = int(m.group(1)), int(m.group(2)), True
+                r = record(lineno, col, len(line), "Megatron iteration")
+                if loss_key is not None:
+                    add(LOSS, loss_key, self.step, fields[loss_key], r)
+                for key, series in _MEGATRON_KEYS.items():
+                    if key in fields:
+                        add(series, key, self.step, fields[key], r)
+                if _MEGATRON_MS in fields:
+                    add(STEP_TIME, _MEGATRON_MS, self.step, fields[_MEGATRON_MS] / 1000.0, r)
+                return
+        m = _MEGATRON_VAL.search(line)
+        if m is not None:
+            fields = _fields(m.group(2))
+            val_key = next((k for k in fields if k.endswith("loss value")), None)
+            if val_key is not None:
+                r = record(lineno, col, len(line), "Megatron validation")
+                add(EVAL_LOSS, val_key, int(m.group(1)), fields[val_key], r)
+                return
+        m = _NANO_ITER.match(line)
+        if m is not None:
+            loss, ms = to_float(m.group(2)), to_float(m.group(3))
+            self.step, self.explicit_steps = int(m.group(1)), True
+            r = record(lineno, col, len(line), "nanoGPT iter")
+            if loss is not None:
+                add(LOSS, "loss", self.step, loss, r)
+            if ms is not None and math.isfinite(ms):
+                add(STEP_TIME, "time", self.step, ms / 1000.0, r)
+            return
+        m = _NANO_STEP.match(line)
+        if m is not None:
+            value = to_float(m.group(3))
+            r = record(lineno, col, len(line), "nanoGPT step")
+            if value is not None:
+                add(EVAL_LOSS, "val loss", int(m.group(1)), value, r)
+            return
+        m = _DS_OVERFLOW.search(line)
+        if m is not None:
+            tried, after = to_float(m.group(1)), to_float(m.group(2))
+            r = record(lineno, col + m.start(), len(m.group(0)), "DeepSpeed overflow")
+            for value in (tried, after):
+                if value is not None:
+                    add(LOSS_SCALE, "loss scale", self.step, value, r)
+            return
+        m = _DS_HYSTERESIS.search(line)
+        if m is not None:
+            tried = to_float(m.group(1))
+            r = record(lineno, col + m.start(), len(m.group(0)), "DeepSpeed overflow")
+            if tried is not None:
+                add(LOSS_SCALE, "loss scale", self.step, tried, r)
+            return
+        m = _DS_MINIMUM.search(line)
+        if m is not None:
+            r = record(lineno, col + m.start(), len(m.group(0)), "DeepSpeed minimum loss scale")
+            add(LOSS_SCALE_AT_MINIMUM, "Current loss scale already at minimum", self.step, 1.0, r)
+            return
+        self._passed_over(lineno)
+
+    def judgeable(self) -> bool:
+        """Lines were read, and among their series one the rules judge a run by."""
+        return self.records > 0 and bool(self.series & {LOSS, EVAL_LOSS, LOSS_SCALE, LOSS_SCALE_AT_MINIMUM})
+
+    def summary(self) -> tuple[int, str]:
+        """The run's note: how many lines were read (of which kinds) and passed over."""
+        counts = ", ".join(f"{n} {k} line(s)" for k, n in self.used.items() if n)
+        axis = ("the x axis is the Nth HF Trainer loss dict (the Trainer prints no step; `epoch` is kept as its "
+                "own series)" if self.used["HF Trainer dict"] and not self.explicit_steps
+                else "steps as the lines state them")
+        skipped = (f"{self.other} other line(s) passed over (progress bars, warnings...), first at line "
+                   f"{self.first_other + 1}" if self.other and self.first_other is not None else "no other lines")
+        return (-1, f"read {self.records} training-log line(s) ({counts}); {skipped}; {axis}")
+
+
+def no_lines_error(path: str | Path) -> ReadError:
+    return ReadError(f"{path}: no training-log lines in it ({WHAT})")
+
+
 def read_stdout_log(path: str | Path, data: bytes | None = None, *,
                     columns: Mapping[str, str] | None = None) -> Run:
     """The training-log lines of a captured stdout, as a run. `columns` (the setting that
@@ -129,123 +265,25 @@ def read_stdout_log(path: str | Path, data: bytes | None = None, *,
     data = file_data(p, data)
     text = data.decode("utf-8", "replace")
     cols = Columns()
-    add = cols.add
     starts: list[int] = []
     start_chars: list[int] = []
-    widths: list[int] = []
-    used = dict.fromkeys(_KINDS, 0)
-    other = 0
-    first_other: int | None = None
-    max_steps: int | None = None
-    hf_ordinal = 0
-    step = 0  # the step of the last metric line: where a DeepSpeed overflow line is placed
-    explicit_steps = False
+    ends: list[int] = []
 
-    def record(lineno: int, col: int, width: int, kind: str) -> int:
+    def new_record(lineno: int, col: int, end: int) -> int:
         starts.append(lineno)
         start_chars.append(col)
-        widths.append(col + width)
-        used[kind] += 1
+        ends.append(end)
         return len(starts) - 1
 
+    lines = StdoutLines(cols, new_record)
     for lineno, raw in enumerate(text.split("\n")):
-        if len(raw) > _MAX_LINE:
-            other += 1
-            first_other = lineno if first_other is None else first_other
-            continue
-        line, col = _clean(raw)
-        if not line.strip():
-            continue
-        m = _HF_DICT.search(line)
-        if m is not None:
-            found = _hf_dict(m.group(0))
-            if found is not None and ("loss" in found or "eval_loss" in found):
-                at = col + m.start()
-                if "loss" in found:
-                    hf_ordinal += 1
-                step = hf_ordinal
-                r = record(lineno, at, len(m.group(0)), "HF Trainer dict")
-                for key, series in _HF_KEYS.items():
-                    value = to_float(found.get(key))
-                    if value is None or (series == EPOCH and "loss" not in found):
-                        continue
-                    add(series, key, step, value, r)
-                continue
-        m = _MEGATRON.search(line)
-        if m is not None:
-            fields = _fields(m.group(3))
-            loss_key = "lm loss" if "lm loss" in fields else next((k for k in fields if k.endswith(" loss")), None)
-            if loss_key is not None or fields.keys() & _MEGATRON_KEYS.keys():
-                step, max_steps, explicit_steps = int(m.group(1)), int(m.group(2)), True
-                r = record(lineno, col, len(line), "Megatron iteration")
-                if loss_key is not None:
-                    add(LOSS, loss_key, step, fields[loss_key], r)
-                for key, series in _MEGATRON_KEYS.items():
-                    if key in fields:
-                        add(series, key, step, fields[key], r)
-                if _MEGATRON_MS in fields:
-                    add(STEP_TIME, _MEGATRON_MS, step, fields[_MEGATRON_MS] / 1000.0, r)
-                continue
-        m = _MEGATRON_VAL.search(line)
-        if m is not None:
-            fields = _fields(m.group(2))
-            val_key = next((k for k in fields if k.endswith("loss value")), None)
-            if val_key is not None:
-                r = record(lineno, col, len(line), "Megatron validation")
-                add(EVAL_LOSS, val_key, int(m.group(1)), fields[val_key], r)
-                continue
-        m = _NANO_ITER.match(line)
-        if m is not None:
-            loss, ms = to_float(m.group(2)), to_float(m.group(3))
-            step, explicit_steps = int(m.group(1)), True
-            r = record(lineno, col, len(line), "nanoGPT iter")
-            if loss is not None:
-                add(LOSS, "loss", step, loss, r)
-            if ms is not None and math.isfinite(ms):
-                add(STEP_TIME, "time", step, ms / 1000.0, r)
-            continue
-        m = _NANO_STEP.match(line)
-        if m is not None:
-            value = to_float(m.group(3))
-            r = record(lineno, col, len(line), "nanoGPT step")
-            if value is not None:
-                add(EVAL_LOSS, "val loss", int(m.group(1)), value, r)
-            continue
-        m = _DS_OVERFLOW.search(line)
-        if m is not None:
-            tried, after = to_float(m.group(1)), to_float(m.group(2))
-            r = record(lineno, col + m.start(), len(m.group(0)), "DeepSpeed overflow")
-            for value in (tried, after):
-                if value is not None:
-                    add(LOSS_SCALE, "loss scale", step, value, r)
-            continue
-        m = _DS_HYSTERESIS.search(line)
-        if m is not None:
-            tried = to_float(m.group(1))
-            r = record(lineno, col + m.start(), len(m.group(0)), "DeepSpeed overflow")
-            if tried is not None:
-                add(LOSS_SCALE, "loss scale", step, tried, r)
-            continue
-        m = _DS_MINIMUM.search(line)
-        if m is not None:
-            r = record(lineno, col + m.start(), len(m.group(0)), "DeepSpeed minimum loss scale")
-            add(LOSS_SCALE_AT_MINIMUM, "Current loss scale already at minimum", step, 1.0, r)
-            continue
-        other += 1
-        first_other = lineno if first_other is None else first_other
-    found = cols.series()
-    if not starts or not (found.keys() & {LOSS, EVAL_LOSS, LOSS_SCALE, LOSS_SCALE_AT_MINIMUM}):
-        raise ReadError(f"{path}: no training-log lines in it ({WHAT})")
-    counts = ", ".join(f"{n} {k} line(s)" for k, n in used.items() if n)
-    axis = ("the x axis is the Nth HF Trainer loss dict (the Trainer prints no step; `epoch` is kept as its "
-            "own series)" if used["HF Trainer dict"] and not explicit_steps else "steps as the lines state them")
-    skipped = (f"{other} other line(s) passed over (progress bars, warnings...), first at line {first_other + 1}"
-               if other and first_other is not None else "no other lines")
-    notes = ((-1, f"read {len(starts)} training-log line(s) ({counts}); {skipped}; {axis}"),)
+        lines.line(lineno, raw)
+    if not lines.judgeable():
+        raise no_lines_error(path)
     classes, config = adjacent.find_num_classes(p)
-    return Run(path=str(path), format="stdout-log", series=found,
+    return Run(path=str(path), format="stdout-log", series=cols.series(),
                record_spans=RecordSpans(start_lines=tuple(starts), start_chars=tuple(start_chars),
-                                        end_lines=tuple(starts), end_chars=tuple(widths)),
-               meta=RunMeta(max_steps=max_steps, checkpoint_steps=adjacent.checkpoint_steps(adjacent.run_root(p)),
+                                        end_lines=tuple(starts), end_chars=tuple(ends)),
+               meta=RunMeta(max_steps=lines.max_steps, checkpoint_steps=adjacent.checkpoint_steps(adjacent.run_root(p)),
                             vocab_size=classes, vocab_source=config),
-               sources=(str(path),), notes=notes)
+               sources=(str(path),), notes=(lines.summary(),))

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from ..core.model import ReadError, RecordSpans, Run, RunMeta
 from . import adjacent
 from .common import Columns, file_data
-from .metrics import RowMapping, no_loss_error
+from .metrics import GrowingRowMapping, no_loss_error
 
 _LINE = re.compile(r"Step (\d+) \| (.*)")
 # A pair: a metric name (no space, no colon) and what follows the colon up to a space.
@@ -37,6 +37,22 @@ def looks_like_torchtune(head: bytes) -> bool:
     return bool(lines) and all(_LINE.fullmatch(ln.rstrip()) is not None for ln in lines)
 
 
+def parse_line(raw: str) -> dict[str, Any] | None:
+    """One DiskLogger line as a row (its step and named values), None for any other line
+    (the whole read and `watch` read lines with this one function)."""
+    m = _LINE.fullmatch(raw.rstrip())
+    if m is None:
+        return None
+    row: dict[str, Any] = {"step": int(m.group(1))}
+    row.update((k, v) for k, v in _PAIR.findall(m.group(2)))
+    return row
+
+
+def other_lines_note(other: int, first_other: int) -> tuple[int, str]:
+    return (-1, f"{other} line(s) are not `Step N | name:value` lines and were not used, "
+                f"first at line {first_other + 1}")
+
+
 def read_torchtune_log(path: str | Path, data: bytes | None = None, *,
                        columns: Mapping[str, str] | None = None) -> Run:
     p = Path(path)
@@ -45,43 +61,38 @@ def read_torchtune_log(path: str | Path, data: bytes | None = None, *,
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise ReadError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[int, dict[str, Any]]] = []
     starts: list[int] = []
     widths: list[int] = []
     notes: list[tuple[int, str]] = []
     other = 0
     first_other: int | None = None
     for lineno, raw in enumerate(text.splitlines()):
-        line = raw.rstrip()
-        if not line:
+        if not raw.strip():
             continue
-        m = _LINE.fullmatch(line)
-        if m is None:
+        row = parse_line(raw)
+        if row is None:
             other += 1
             first_other = lineno if first_other is None else first_other
             continue
-        row: dict[str, Any] = {"step": int(m.group(1))}
-        row.update((k, v) for k, v in _PAIR.findall(m.group(2)))
-        rows.append(row)
+        rows.append((len(starts), row))
         starts.append(lineno)
-        widths.append(len(line))
+        widths.append(len(raw.rstrip()))
     if not rows:
         raise ReadError(f"{path}: no torchtune `Step N | name:value` lines")
     if other and first_other is not None:
-        notes.append((-1, f"{other} line(s) are not `Step N | name:value` lines and were not used, "
-                          f"first at line {first_other + 1}"))
-    names: dict[str, None] = {}
-    for r in rows:
-        names.update(dict.fromkeys(r))
-    mapping = RowMapping(names, columns)
-    if not mapping.has_loss():
-        raise no_loss_error(str(path), names, "metric")
+        notes.append(other_lines_note(other, first_other))
+    # Rows mapped as they come (a new name maps the rows from it on), as `watch` maps them.
+    mapping = GrowingRowMapping(columns)
     found = Columns()
-    mapping.put(enumerate(rows), found, notes)
+    mapping.put(rows, found, notes)
+    names = mapping.mapping.names
+    if not mapping.mapping.has_loss():
+        raise no_loss_error(str(path), names, "metric")
     classes, config = adjacent.find_num_classes(p)
     return Run(path=str(path), format="torchtune-log", series=found.series(),
                record_spans=RecordSpans(start_lines=tuple(starts), start_chars=(0,) * len(rows),
                                         end_lines=tuple(starts), end_chars=tuple(widths)),
                meta=RunMeta(checkpoint_steps=adjacent.checkpoint_steps(adjacent.run_root(p)),
                             vocab_size=classes, vocab_source=config),
-               sources=(str(path),), unmapped=mapping.unmapped(), notes=tuple(notes))
+               sources=(str(path),), unmapped=mapping.mapping.unmapped(), notes=tuple(notes))
