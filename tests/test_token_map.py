@@ -457,3 +457,15 @@ def test_cli_maps_with_the_command_line_masking(tokdir: Path, tmp_path: Path, ca
     assert ids == ["TP-MAP-LENGTHS", "TP-MAP-RESPONSE-CUT", "TP-PRE-CONTEXT-OVERFLOW", "TP-PRE-CONTEXT-OVERFLOW"]
     info = next(f for f in doc["reports"][0]["findings"] if f["id"] == "TP-MAP-LENGTHS")
     assert "loss all" in info["message"] and "(keep_end)" in info["message"]
+
+
+def test_the_html_report_draws_the_length_histogram_with_the_max_length(tokdir: Path, tmp_path: Path) -> None:
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.preflight import preflight
+    from trainproof_lsp.output.html import to_html
+
+    path = _write(tmp_path, PROMPT_COMPLETION)
+    page = to_html(preflight([path], Config(), tokenizer_dir=tokdir, max_len=12))
+    assert page.count('<figure class="token-lengths">') == 1
+    assert '<line class="max-len"' in page and ">max length 12</text>" in page
+    assert page.count('<rect class="bar"') == 16  # rules/token_map.py HISTOGRAM_BINS

@@ -21,6 +21,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 from .. import TOOL_NAME, __version__
 from ..core import objectives as ob
+from . import token_map_html
 from ..core.model import (EVAL_LOSS, GRAD_NORM, LOSS, LR, Finding, Level, Location, Outcome, Report, Run, Series,
                     Verdict)
 from ..rules import BY_ID
@@ -767,6 +768,7 @@ def _report_section(rid: str, r: Report, runs: Mapping[str, Run], index: Callabl
     else:
         out.append("<p>No findings.</p>")
 
+    out.extend(token_map_html.sections(r))  # the token map's length histogram (TP-MAP-LENGTHS)
     if comparison:
         out.append(_comparison_html(comparison))
 
