@@ -430,3 +430,45 @@ def test_a_lone_file_is_no_bundle(tmp_path):
     (tmp_path / "config.json").write_text('{"vocab_size": 8}')
     assert not is_bundle(tmp_path)
     assert judge_bundle(tmp_path / "missing", Config()).verdict is Verdict.NOT_CHECKED
+
+
+def test_a_zero_adapter_after_logged_steps_names_the_run_that_stepped(folders, tmp_path):
+    from transformers import TrainerState
+
+    folder = _copy(folders, "adapter_untrained", tmp_path)
+    TrainerState(global_step=30, max_steps=30).save_to_json(str(folder / "trainer_state.json"))
+    r = judge_bundle(folder, Config())
+    (f,) = r.findings
+    assert (f.id, f.evidence) == ("TP-BUNDLE-LORA-B-ZERO", {"lora_b_tensors": 4, "zero": 4, "global_step": 30})
+    assert "after 30 logged optimizer step(s)" in f.message
+    state = f.related[1]
+    assert state.location.path == str(folder / "trainer_state.json")
+    assert start_line(state) == line_with(folder / "trainer_state.json", '"global_step"')
+
+
+def test_the_lora_b_read_stops_at_its_cap_and_says_so(folders, monkeypatch):
+    import trainproof_lsp.readers.bundle as reader
+
+    monkeypatch.setattr(reader, "MAX_LORA_B_BYTES", 100)  # one [16, 4] float32 lora_B is 256 bytes
+    r = judged(folders, "adapter_untrained")
+    assert r.findings == ()
+    skipped = {c.group: c.reason for c in r.checks if not c.ran}
+    assert skipped["TP-BUNDLE-LORA-B-ZERO"] == ("lora_B read 0 of 4 tensors, all zero so far: stopped after 0 "
+                                                "tensor(s): the 0 MiB read cap")
+
+
+def test_a_fifo_in_a_bundle_files_place_is_never_opened(folders, tmp_path):
+    import os
+
+    folder = _copy(folders, "healthy", tmp_path)
+    (folder / "generation_config.json").unlink()
+    os.mkfifo(folder / "generation_config.json")  # an open() would block forever
+    b = read_bundle(folder)
+    assert "generation_config.json" not in b.files and b.unread == ("generation_config.json",)
+    r = judge_bundle(folder, Config())
+    # Said, and the stop token is not judged from config.json's eos alone (61: a false FAIL).
+    assert r.verdict is Verdict.NOT_CHECKED
+    assert [f.message for f in r.findings] == [f"bundle: {folder / 'generation_config.json'}: not a regular file; "
+                                               "not read"]
+    skipped = {c.group: c.reason for c in r.checks if not c.ran}
+    assert skipped["TP-BUNDLE-STOP-TOKEN"] == "generation_config.json could not be read (see the NOT-CHECKED finding)"

@@ -48,8 +48,12 @@ def findings_of(report) -> list[tuple[str, str, str, int]]:
 ], ids=["eos-missing", "pad-is-eos", "assistant-turn-without-eos", "clean"])
 def test_doctor_judges_a_tokenizer_folder_alone(folder, verdict, expected):
     outcome = doctor([TOK / folder], Config())
-    (report,) = outcome.reports
-    assert report.artefact.kind == "tokenizer" and report.artefact.path == str(TOK / folder)
+    # Beside the tokenizer's report, its folder's config.json and tokenizer checked together
+    # (the bundle report, docs/bundle.md): nothing across them here.
+    reports = {r.artefact.kind: r for r in outcome.reports}
+    assert sorted(reports) == ["bundle", "tokenizer"] and reports["bundle"].findings == ()
+    report = reports["tokenizer"]
+    assert report.artefact.path == str(TOK / folder)
     assert report.verdict is verdict
     assert findings_of(report) == expected
     # Judged without a dataset: only the check that needs conversational data is skipped, with why.
@@ -156,6 +160,7 @@ def test_doctor_on_an_hf_output_folder_reports_each_artefact(tmp_path):
     assert [(Path(r.artefact.path).relative_to(tmp_path).as_posix(), r.artefact.kind, r.verdict)
             for r in outcome.reports] == [
         ("output", "tokenizer", Verdict.PASS),
+        ("output/checkpoint-20", "bundle", Verdict.PASS),  # its config, tokenizer and weights together
         ("output/checkpoint-20/model.safetensors", "checkpoint", Verdict.PASS),
         ("output/trainer_state.json", "metrics", Verdict.PASS),
     ]

@@ -158,6 +158,8 @@ class RunSettings:
     # a script that renders with apply_chat_template(tokenize=False) and encodes the text
     # again with special tokens; value: a short description of the call
     encodes_rendered: Sourced | None = None
+    # trainer_state.json's global_step (value: the optimizer steps the run logged)
+    global_step: Sourced | None = None
     notes: tuple[str, ...] = ()
 
     @property
@@ -495,6 +497,24 @@ def encodes_rendered_text(path: Path, source: str) -> Sourced | None:
                    path=str(path), line=first.lineno - 1)
 
 
+# HF writes trainer_state.json with sorted keys: "global_step" comes before "log_history",
+# within the first few hundred bytes, however long the log. Only this much is read.
+_STATE_HEAD = 64 * 1024
+_GLOBAL_STEP = re.compile(rb'"global_step"\s*:\s*(\d{1,12})')
+
+
+def read_global_step(path: Path) -> Sourced | None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_STATE_HEAD)
+    except OSError:
+        return None
+    m = _GLOBAL_STEP.search(head)
+    if m is None:
+        return None
+    return Sourced(value=int(m.group(1)), path=str(path), line=head.count(b"\n", 0, m.start()))
+
+
 def _run_folders(folder: Path) -> list[Path]:
     """The folder, and its run folder when it is a checkpoint-N/ copy (the scripts and
     args of a run sit beside its checkpoints)."""
@@ -511,8 +531,11 @@ def read_run_settings(folder: Path | str) -> RunSettings:
     args: Sourced | None = None
     max_length: tuple[tuple[str, Any], ...] = ()
     encodes: Sourced | None = None
+    step: Sourced | None = None
     notes: list[str] = []
     for where in _run_folders(folder):
+        if step is None and _regular(where / "trainer_state.json"):
+            step = read_global_step(where / "trainer_state.json")
         p = where / TRAINING_ARGS
         if args is None and _regular(p):
             args, max_length, note = read_training_args(p)
@@ -534,7 +557,8 @@ def read_run_settings(folder: Path | str) -> RunSettings:
             encodes = encodes_rendered_text(s, source)
             if encodes is not None:
                 break
-    return RunSettings(args=args, max_length=max_length, encodes_rendered=encodes, notes=tuple(notes))
+    return RunSettings(args=args, max_length=max_length, encodes_rendered=encodes, global_step=step,
+                       notes=tuple(notes))
 
 
 # --- the chat template's end of turn ---------------------------------------------------------
@@ -636,6 +660,11 @@ def read_bundle(folder: Path | str, *, render_template: bool = True) -> BundleFa
     files = bundle_files(folder)
     notes: list[str] = []
     unread: list[str] = []
+    for name in NAMED_FILES:  # there, but a FIFO, device or socket: never opened, and said
+        p = folder / name
+        if name not in files and (p.exists() or p.is_symlink()):
+            notes.append(f"{p}: not a regular file; not read")
+            unread.append(name)
 
     def keys(name: str, wanted: tuple[str, ...]) -> dict[str, Sourced]:
         if name not in files:

@@ -75,7 +75,7 @@ skipped with the reason.
 
 def _unread(b: BundleFacts, *names: str) -> None:
     """Stand down when a file the comparison needs is there but could not be read."""
-    bad = [n for n in names if n in b.files and not b.readable(n)]
+    bad = [n for n in names if n in b.unread]
     if bad:
         raise Skip(f"{', '.join(bad)} could not be read (see the NOT-CHECKED finding)")
 
@@ -447,12 +447,18 @@ def check_lora_zero(b: BundleFacts, limits: NoLimits, ctx: BundleContext) -> Ite
     first = lb.first
     assert first is not None
     r = ad.settings.get("r")
-    yield Hit(message=f"all {lb.total} lora_B tensors in {_file(first.path)} are zero (first {first.name}): "
+    related = [Related(location=_at(r) if r else Location(path=ad.config_path, span=Span(0, 0, 0, 0)),
+                       message=f"{ad.get('peft_type') or 'LORA'} adapter, r {ad.get('r')}")]
+    evidence: dict[str, int] = {"lora_b_tensors": lb.total, "zero": lb.total}
+    step = b.run.global_step
+    trained = ""
+    if step is not None and isinstance(step.value, int):  # the run says it stepped: the save missed it
+        evidence["global_step"] = step.value
+        trained = f", after {step.value} logged optimizer step(s)"
+        related.append(Related(location=_at(step), message=f"global_step {step.value}"))
+    yield Hit(message=f"all {lb.total} lora_B tensors in {_file(first.path)} are zero (first {first.name}){trained}: "
                       "the adapter adds nothing to the base model",
-              evidence={"lora_b_tensors": lb.total, "zero": lb.total},
-              location=_tensor_at(first),
-              related=(Related(location=_at(r) if r else Location(path=ad.config_path, span=Span(0, 0, 0, 0)),
-                               message=f"{ad.get('peft_type') or 'LORA'} adapter, r {ad.get('r')}"),))
+              evidence=evidence, location=_tensor_at(first), related=tuple(related))
 
 
 LORA_ZERO = Rule(id="TP-BUNDLE-LORA-B-ZERO", name="lora-b-all-zero", level=Level.FAIL, doc=LORA_ZERO_DOC,
