@@ -99,6 +99,10 @@ class ModelRef:
     load_dtype: str | None = None  # "float16" | "bfloat16" | "float32" | "auto" as the call asks
     load_dtype_span: Span | None = None
     config: str = ""  # the config.json found on disk (the folder, or the local HF cache)
+    # the dotted module names of the weights beside it (tensor names without their last
+    # part), from model.safetensors.index.json or the safetensors headers; () if none
+    modules: tuple[str, ...] = ()
+    modules_from: str = ""
     torch_dtype: str | None = None  # config.json's torch_dtype / dtype: what it was saved in
     model_type: str | None = None
 
@@ -260,6 +264,12 @@ class _Reader:
             return False, None, None, None
         if isinstance(node, ast.Constant):
             return True, node.value, None, None
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and len(node.elts) <= 256:
+            # a list of names, as LoRA's target_modules: a tuple of str, when every item is one
+            items = [self.resolve(e, scope, depth + 1) for e in node.elts]
+            if all(ok and isinstance(v, str) for ok, v, _, _ in items):
+                return True, tuple(v for _, v, _, _ in items), None, None
+            return False, None, None, None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
             ok, v, via, vs = self.resolve(node.operand, scope, depth + 1)
             if ok and isinstance(node.op, ast.Not):
@@ -853,6 +863,47 @@ def _model_config(m: ModelRef, script: Path) -> ModelRef:
         if dtype is None and isinstance(text_config, dict):
             dtype = text_config.get("torch_dtype", text_config.get("dtype"))
         model_type = doc.get("model_type")
+        modules, where = _weight_modules(c.parent)
         return replace(m, config=str(c), torch_dtype=dtype if isinstance(dtype, str) else None,
-                       model_type=model_type if isinstance(model_type, str) else None)
+                       model_type=model_type if isinstance(model_type, str) else None, modules=modules,
+                       modules_from=where)
     return m
+
+
+# A weights index of this size holds tens of thousands of names; larger is not one.
+MAX_INDEX_BYTES = 16 * 1024 * 1024
+
+
+def _weight_modules(folder: Path) -> tuple[tuple[str, ...], str]:
+    """Module names of the weights in `folder`: the sharded index's weight_map, else the
+    safetensors files' headers (readers/checkpoint.py; tensor bytes never read)."""
+    import json
+
+    index = folder / "model.safetensors.index.json"
+    names: list[str] = []
+    where = ""
+    try:
+        st = index.stat()
+        if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_INDEX_BYTES:
+            doc = json.loads(index.read_bytes())
+            weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+            if isinstance(weight_map, dict):
+                names, where = [str(k) for k in weight_map], str(index)
+    except (OSError, ValueError):
+        pass
+    if not names:
+        from .checkpoint import CheckpointError, read_checkpoint
+
+        try:
+            files = sorted(folder.glob("*.safetensors"))[:64]
+        except OSError:
+            files = []
+        for f in files:
+            try:
+                facts = read_checkpoint(f, scan=False)
+            except (CheckpointError, ReadError, OSError, ValueError):
+                continue
+            names += [t.name for t in facts.tensors]
+            where = where or str(f)
+    modules = sorted({n.rsplit(".", 1)[0] for n in names if "." in n})
+    return tuple(modules), where
