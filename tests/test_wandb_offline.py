@@ -270,3 +270,38 @@ def test_watch_says_a_cut_tail_when_the_file_stops_growing(runs, tmp_path):
     assert watched.verdict is Verdict.NOT_CHECKED
     stop = next(f for f in watched.findings if f.id == "TP-NOT-CHECKED")
     assert stop.location.byte_offset == offsets[100] and stop.level is Level.NOT_CHECKED
+
+
+# --- W&B's history export: the same run as a CSV ----------------------------------------------
+
+def _history_export(path: Path, dest: Path) -> Path:
+    """`wandb.Api().run(...).history().to_csv()` needs the network: the table is built here
+    from the run file's history records as wandb's own protobuf classes read them (the
+    export's columns are the logged keys plus `_step`, `_runtime`, `_timestamp`), and
+    written by pandas as the export is."""
+    pandas = pytest.importorskip("pandas")
+    rows = []
+    for offset in _record_offsets(path):
+        record = record_at(path, offset)
+        assert record.WhichOneof("record_type") == "history"
+        rows.append({k: float(v) if v in ("NaN", "Infinity", "-Infinity") else json.loads(v)
+                     for k, v in history_values(record).items()})
+    pandas.DataFrame(rows).to_csv(dest)
+    return dest
+
+
+def test_a_history_export_csv_is_the_same_run(runs, tmp_path):
+    csv = _history_export(runs["diverging"], tmp_path / "wandb_export.csv")
+    report, whole = judge(csv), judge(runs["diverging"])
+    assert report.artefact.format == "metrics-csv"
+    assert report.verdict is whole.verdict is Verdict.FAIL
+    assert finding_keys(report) == finding_keys(whole) and "TP-DIVERGE" in ids(report)
+
+
+def test_a_nan_loss_is_an_empty_cell_in_a_history_export(runs, tmp_path):
+    """pandas writes NaN as an empty cell: the export cannot show a NaN loss, the run file
+    can (docs/formats.md says so)."""
+    csv = _history_export(runs["nan"], tmp_path / "wandb_export.csv")
+    line = csv.read_text(encoding="utf-8").splitlines()[70 + 70 // 20 + 1]  # the header, then the rows
+    assert ",710," in line and ",," in line
+    assert judge(runs["nan"]).verdict is Verdict.FAIL and "TP-NAN" not in ids(judge(csv))

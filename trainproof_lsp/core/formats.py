@@ -66,7 +66,8 @@ FORMATS: tuple[Format, ...] = (
            tested="torch 2.13 `torch.utils.tensorboard.SummaryWriter`"),
     Format(kind="metrics", name="metrics-csv", suffixes=(".csv", ".tsv"), watched=True, opened=True,
            about="metric table: Lightning/Keras CSVLogger, W&B history export (`_step`, `train/loss`, ... "
-                 "columns; a chart panel's export, `<run> - train/loss` columns, is not read)",
+                 "columns; a NaN loss is an empty cell there, as pandas writes it, so only the run file shows it; "
+                 "a chart panel's export, `<run> - train/loss` columns, is not read)",
            tested="lightning 2.6 CSVLogger"),
     Format(kind="metrics", name="metrics-jsonl", suffixes=(".jsonl", ".ndjson"), watched=True, opened=True,
            about="one metric record per line (a loss or step key in the first records)"),
