@@ -1,6 +1,6 @@
 """Speech dataset check, side by side with the published trainproof's speech pack.
 
-    python benchmarks/bench_speech.py [--utterances 20000] [--keep DIR]
+    python benchmarks/bench_speech.py [--utterances 20000] [--keep DIR] [--only ours|peer]
 
 Writes a NeMo manifest of short WAVs (0.2-1 s at 16 kHz, written with soundfile) into a
 temporary folder, with a few broken utterances among them (a missing file, an 8 kHz file,
@@ -93,7 +93,9 @@ def run_side(which: str, manifest: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--utterances", type=int, default=20000)
-    ap.add_argument("--keep", type=Path, help="write the corpus here and keep it")
+    ap.add_argument("--keep", type=Path, help="write the corpus here and keep it (a corpus of the same size "
+                                              "already there is reused)")
+    ap.add_argument("--only", choices=("ours", "peer"), help="run one side only (profiling)")
     ap.add_argument("--side", nargs=2, metavar=("TOOL", "MANIFEST"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.side:
@@ -102,8 +104,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         t0 = time.perf_counter()
-        manifest = make_corpus(folder, args.utterances)
-        print(f"corpus: {args.utterances:,} utterances written in {time.perf_counter() - t0:.1f} s ({folder})")
+        manifest = folder / "manifest.jsonl"
+        if not (args.keep and manifest.is_file()
+                and manifest.read_bytes().count(b"\n") == args.utterances):
+            manifest = make_corpus(folder, args.utterances)
+            print(f"corpus: {args.utterances:,} utterances written in {time.perf_counter() - t0:.1f} s ({folder})")
+        if args.only:
+            print(json.dumps(run_side(args.only, manifest)))
+            return 0
         peer = run_side("peer", manifest)
         ours = run_side("ours", manifest)
     print(f"{'':24}{'trainproof 0.22':>18}{'trainproof-lsp':>18}")

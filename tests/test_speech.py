@@ -407,3 +407,46 @@ def test_asked_for_tokenizer_that_is_no_model_is_not_checked(tmp_path):
     assert [f.message.split(":")[0] for f in report.findings if f.id == "TP-NOT-CHECKED"] == \
         ["tokenizer checks not run"]
     assert report.verdict is Verdict.NOT_CHECKED
+
+
+def _char_spm(tmp_path: Path, sentences: list[str]):
+    """A character-level SentencePiece model (one piece a character, `▁` for spaces)."""
+    spm = pytest.importorskip("sentencepiece")
+    src = tmp_path / "chars.txt"
+    src.write_text("\n".join(sentences * 5) + "\n")
+    spm.SentencePieceTrainer.train(input=str(src), model_prefix=str(tmp_path / "tokenizer"), model_type="char",
+                                   vocab_size=len(set("".join(sentences))) + 4, character_coverage=1.0,
+                                   minloglevel=2)
+    return spm.SentencePieceProcessor(model_file=str(tmp_path / "tokenizer.model"))
+
+
+def _fast_text(seconds: float) -> str:
+    # ~60 characters a second: every utterance alike, so no speaking-rate outlier.
+    base = "the quick brown fox jumps over the lazy dog and runs away again "
+    return (base * 12)[: int(60 * seconds)].strip()
+
+
+def test_tokens_per_second_fires_for_a_character_tokenizer_on_fast_text_and_is_quiet_at_speech_rate(tmp_path):
+    recs = corpus(tmp_path)
+    fast = [dict(r, text=_fast_text(r["duration"])) for r in recs]
+    sp = _char_spm(tmp_path, [r["text"] for r in fast])
+    # Quiet: ~14 characters (pieces) a second, the rate of read speech.
+    report = judged(write_manifest(tmp_path, recs))
+    assert ran(report, "TP-TOK-HIGH-TPS") and hits(report, "TP-TOK-HIGH-TPS") == []
+    assert hits(report, "TP-TOK-HIGH-OOV") == []
+    slow = sum(len(sp.encode(r["text"])) for r in recs) / sum(r["duration"] for r in recs)
+    assert 10 < slow < 20
+    # Firing: ~60 pieces a second against the limit of 50.
+    report = judged(write_manifest(tmp_path, fast))
+    assert hits(report, "TP-DATA-CHAR-RATE-OUTLIER") == []
+    pieces = [len(sp.encode(r["text"])) for r in fast]
+    durations = [sf.info(str(tmp_path / r["audio_filepath"])).duration for r in fast]  # the files' own
+    seconds = sum(durations)
+    fastest = max(range(len(fast)), key=lambda i: pieces[i] / durations[i])
+    got = hits(report, "TP-TOK-HIGH-TPS")
+    assert [(line, ev["line"]) for line, ev in got] == [(fastest, fastest + 1)]
+    ev = got[0][1]
+    assert ev["pieces"] == sum(pieces) and ev["seconds"] == round(seconds, 3)
+    assert ev["tokens_per_second"] == round(sum(pieces) / seconds, 3) and ev["tokens_per_second"] > 50
+    finding = next(f for f in report.findings if f.id == "TP-TOK-HIGH-TPS")
+    assert finding.level is Level.WARN

@@ -203,15 +203,21 @@ class _Runs:
         self.longest_start = 0
         self.seen = 0
 
-    def add(self, block: Any) -> None:
+    def add(self, block: Any, *, owned: bool = False) -> None:
+        """One block of frames (n, channels) or (n,). `owned`: the block is a scratch copy
+        this may overwrite (its magnitudes are taken in place: one pass, no new array)."""
         import numpy as np  # soundfile's dependency: present whenever samples are read
 
         n = int(block.shape[0])
         if n == 0:
             return
-        mag = np.abs(block).max(axis=1) if block.ndim == 2 else np.abs(block)
+        size = np.abs(block, out=block) if owned and block.flags.writeable else np.abs(block)
+        if size.ndim == 2 and size.shape[1] > 1:
+            mag = size.max(axis=1)
+        else:
+            mag = size.reshape(-1)
         self.peak = max(self.peak, float(mag.max()))
-        self.clipped += int(np.count_nonzero(np.abs(block) >= self.options.clip_level))
+        self.clipped += int(np.count_nonzero(size >= self.options.clip_level))
         loud = np.flatnonzero(mag > self.options.silence_level)
         if loud.size == 0:
             self.carry += n
@@ -253,9 +259,18 @@ def _wav_samples(data: bytes, header: AudioHeader, offset: int, length: int, tag
     usable = (length // (width * header.channels)) * width * header.channels
     raw = np.frombuffer(data, dtype=dtype, count=usable // width, offset=offset)
     frames = raw.reshape(-1, header.channels)
-    values = (frames.astype(np.float32) - zero) / scale if zero or scale != 1.0 else frames
+    if zero or scale != 1.0:
+        # In place on one float32 copy; scale is a power of two, so multiplying by its
+        # inverse gives exactly the quotient.
+        values = frames.astype(np.float32)
+        if zero:
+            values -= np.float32(zero)
+        values *= np.float32(1.0 / scale)
+        owned = True
+    else:
+        values, owned = frames, False
     runs = _Runs(options)
-    runs.add(values)
+    runs.add(values, owned=owned)
     return runs.stats(header.sample_rate)
 
 
@@ -296,10 +311,13 @@ def read_audio(path: str, options: SampleOptions = SampleOptions(), *, max_bytes
                 hasher.update(block)
             digest, whole = hasher.intdigest(), False
         else:
-            data = fh.read(max_bytes + 1)
+            # The size the file has now (+1: one that grew meanwhile is seen to); never
+            # read(max_bytes), which allocates the whole cap for every small file.
+            data = fh.read(size + 1)
+            if len(data) > max_bytes:
+                data = data[:max_bytes + 1]
             digest, whole = xxhash.xxh3_64_intdigest(data), True
-    facts = AudioFacts(path=path, size=size, digest=digest)
-    head = data[:_HEADER_BYTES]
+    head = data[:_HEADER_BYTES] if len(data) > _HEADER_BYTES else data
     wav: tuple[AudioHeader, int, int, int] | None = None
     try:
         if head[:4] == b"RIFF":
@@ -310,32 +328,30 @@ def read_audio(path: str, options: SampleOptions = SampleOptions(), *, max_bytes
         elif sndfile:
             header = _soundfile_header(path)
         else:
-            return _replace(facts, problem="unreadable",
-                            detail=f"not a WAV or FLAC file; other formats need soundfile ({soundfile_missing()})")
+            return AudioFacts(path=path, size=size, digest=digest, problem="unreadable",
+                              detail=f"not a WAV or FLAC file; other formats need soundfile ({soundfile_missing()})")
     except AudioError as e:
-        return _replace(facts, problem=e.kind, detail=str(e))
-    facts = _replace(facts, header=header)
+        return AudioFacts(path=path, size=size, digest=digest, problem=e.kind, detail=str(e))
     if not options.decode:
-        return _replace(facts, samples_note="samples not decoded")
-    if not sndfile:
-        return _replace(facts, samples_note="soundfile (libsndfile) is not installed: samples not decoded")
-    if not whole:
-        return _replace(facts, samples_note=f"{size:,} bytes, over the {max_bytes:,}-byte cap: samples not decoded")
+        note = "samples not decoded"
+    elif not sndfile:
+        note = "soundfile (libsndfile) is not installed: samples not decoded"
+    elif not whole:
+        note = f"{size:,} bytes, over the {max_bytes:,}-byte cap: samples not decoded"
+    else:
+        note = ""
+    if note:
+        return AudioFacts(path=path, size=size, digest=digest, header=header, samples_note=note)
     try:
         stats = _wav_samples(data, header, wav[1], wav[2], wav[3], options) if wav is not None else None
         if stats is None:
             stats = _soundfile_samples(path, header, options)
     except AudioError as e:
-        return _replace(facts, problem=e.kind, detail=str(e))
+        return AudioFacts(path=path, size=size, digest=digest, header=header, problem=e.kind, detail=str(e))
     except (ValueError, MemoryError) as e:  # a header whose numbers do not fit its bytes
-        return _replace(facts, problem="unreadable", detail=f"samples: {type(e).__name__}: {e}")
-    return _replace(facts, samples=stats)
-
-
-def _replace(facts: AudioFacts, **changes: Any) -> AudioFacts:
-    fields = {k: getattr(facts, k) for k in AudioFacts.__dataclass_fields__}
-    fields.update(changes)
-    return AudioFacts(**fields)
+        return AudioFacts(path=path, size=size, digest=digest, header=header, problem="unreadable",
+                          detail=f"samples: {type(e).__name__}: {e}")
+    return AudioFacts(path=path, size=size, digest=digest, header=header, samples=stats)
 
 
 def _read_many(args: tuple[tuple[str, ...], SampleOptions, int, bool]) -> list[AudioFacts]:

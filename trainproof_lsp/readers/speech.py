@@ -191,14 +191,24 @@ def folder_layout(folder: Path) -> str | None:
 
 # --- reading listings -------------------------------------------------------------------------
 
-def _resolve(root: Path, real_root: str, raw: str) -> tuple[str, bool]:
+def _resolve(root: Path, real_root: str, raw: str, real_dirs: dict[str, str] | None = None) -> tuple[str, bool]:
     """(the path to read, whether it leads outside `root`). Relative to the listing's
-    folder, never the working directory."""
-    p = Path(raw)
-    full = p if p.is_absolute() else root / p
-    real = os.path.realpath(full)
+    folder, never the working directory. `real_dirs`: folders already resolved (a
+    manifest's 20k files share a few folders: each is resolved once, and the file itself
+    costs one lstat to see whether it is a symlink)."""
+    full = raw if os.path.isabs(raw) else os.path.join(root, raw)
+    if "//" in full or "/./" in full or full.endswith(("/", "/.")) or full.startswith("./"):
+        full = str(Path(full))  # the spelling pathlib gives (no "." parts, no doubled or trailing "/")
+    parent, name = os.path.split(full)
+    if real_dirs is None or name in ("", ".", ".."):
+        real = os.path.realpath(full)
+    else:
+        real_parent = real_dirs.get(parent)
+        if real_parent is None:
+            real_parent = real_dirs[parent] = os.path.realpath(parent)
+        real = os.path.realpath(full) if os.path.islink(full) else os.path.join(real_parent, name)
     outside = not (real == real_root or real.startswith(real_root + os.sep))
-    return str(full), outside
+    return full, outside
 
 
 def _lines(data: bytes) -> list[str]:
@@ -226,6 +236,7 @@ def _as_float(value: Any) -> float | None:
 def _nemo(path: Path, lines: list[str], root: Path, real_root: str) -> tuple[list[Utterance], list[BadRecord]]:
     utts: list[Utterance] = []
     bad: list[BadRecord] = []
+    real_dirs: dict[str, str] = {}
     for i, line in enumerate(lines):
         if not line.strip():
             continue
@@ -243,7 +254,7 @@ def _nemo(path: Path, lines: list[str], root: Path, real_root: str) -> tuple[lis
             bad.append(BadRecord(path=str(path), line=i, width=len(line), message="no `text` string in the record"))
             continue
         raw = rec["audio_filepath"]
-        audio, outside = _resolve(root, real_root, raw)
+        audio, outside = _resolve(root, real_root, raw, real_dirs)
         speaker = next((str(rec[k]) for k in _SPEAKER_KEYS if k in rec and rec[k] is not None), "")
         utts.append(Utterance(index=len(utts), path=str(path), line=i, width=len(line), audio=audio, audio_raw=raw,
                               text=text, duration=_as_float(rec.get("duration")),
@@ -255,6 +266,7 @@ def _csv(path: Path, lines: list[str], root: Path, real_root: str, layout: str
          ) -> tuple[list[Utterance], list[BadRecord]]:
     utts: list[Utterance] = []
     bad: list[BadRecord] = []
+    real_dirs: dict[str, str] = {}
     for i, line in enumerate(lines):
         if not line.strip() or (layout == XTTS and i == 0):
             continue
@@ -269,7 +281,7 @@ def _csv(path: Path, lines: list[str], root: Path, real_root: str, layout: str
             # Coqui's ljspeech formatter trains on the normalised third column.
             raw, speaker = f"wavs/{cols[0].strip()}.wav", "ljspeech"
             text = cols[2] if len(cols) > 2 and cols[2].strip() else cols[1]
-        audio, outside = _resolve(root, real_root, raw)
+        audio, outside = _resolve(root, real_root, raw, real_dirs)
         utts.append(Utterance(index=len(utts), path=str(path), line=i, width=len(line), audio=audio, audio_raw=raw,
                               text=text, speaker=speaker, outside=outside))
     return utts, bad
