@@ -422,9 +422,10 @@ def test_double_bos_warns_once_for_the_file(tokdir: Path, tmp_path: Path) -> Non
 def test_assistant_only_without_generation_blocks_fails_every_row_with_the_cause(tmp_path: Path) -> None:
     folder = make_tokenizer(tmp_path / "tok", template=TEMPLATE_PLAIN)
     r = _preflight(tmp_path, folder, [{"messages": c} for c in CHAT], loss="assistant-only")
-    dead = [f for f in r.findings if f.id == "TP-PRE-NO-TRAINABLE-TOKENS"]
-    assert [f.location.span.start_line + 1 for f in dead] == [1, 2, 3, 4]
-    assert "no {% generation %} blocks" in dead[0].message and dead[0].evidence["share"] == 1.0
+    (dead,) = [f for f in r.findings if f.id == "TP-PRE-NO-TRAINABLE-TOKENS"]  # one for the file, not one a row
+    assert dead.location.span.start_line == 0 and dead.level.value == "FAIL"
+    assert dead.evidence == {"line": 1, "rows": 4, "rows_in_file": 4, "share": 1.0, "max_len": 64}
+    assert "no {% generation %} blocks" in dead.message and "lines 1, 2, 3, 4" in dead.message
 
 
 def test_sample_is_stated_in_the_report(tokdir: Path, tmp_path: Path) -> None:

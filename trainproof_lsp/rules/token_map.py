@@ -222,13 +222,16 @@ BOS = Rule(id="TP-MAP-DOUBLE-BOS", name="double-bos", level=Level.WARN, doc=BOS_
 
 LENGTHS_DOC = """The token map's summary: lengths, their histogram, the masking it used.
 
-What it says: how many rows were mapped (all, or the `--sample`), the loss mode, max
-length and truncation side and where each came from (the script or config, the command
-line, or the trainer's default), the token lengths' p50/p95/p99 and maximum, the share of
-rows over the max length, and the trained tokens in all. The histogram (evidence
-`histogram`: bin edges; counts) is drawn by the HTML report and the editor's lens.
-Why it matters: a max length below p95 cuts many rows; one far above p99 wastes memory.
-It is INFO: it never changes a verdict.
+What it flags: nothing wrong — it says how many rows were mapped (all, or the
+`--sample`), the loss mode, max length and truncation side and where each came from (the
+script or config, the command line, or the trainer's default), the token lengths'
+p50/p95/p99 and maximum, the share of rows over the max length, and the trained tokens in
+all. The histogram (evidence `histogram`: bin edges; counts) is drawn by the HTML report
+and the editor's lens.
+Why it matters: a max length below p95 cuts many rows; one far above p99 wastes memory;
+a masking read from the wrong place makes every other map finding wrong, so the report
+names its source.
+What it does not mean: a problem — it is INFO and never changes a verdict.
 """
 
 

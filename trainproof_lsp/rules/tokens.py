@@ -116,7 +116,8 @@ With the token map (a tokenizer.json and the `tokenizers` package), the rule rea
 map instead: a row none of whose tokens carries loss after the run's masking and
 truncation — the response cut away, a template without {% generation %} blocks under
 assistant-only loss, a prompt/completion row whose completion is empty once tokenised —
-with the share of mapped rows. (TRL 1.16 drops such rows before training; older
+with the share of mapped rows: one finding a row for the rows truncation empties, one for
+the file (count and first lines) for the rows the masking empties whatever their length. (TRL 1.16 drops such rows before training; older
 trainers train on a batch whose loss is 0 or NaN.)
 What it does not mean: a dead row when your trainer cuts the prompt rather than the end
 (a left truncation side, a separate prompt budget such as DPO's `max_prompt_length`) or
@@ -144,25 +145,36 @@ def check_no_trainable(lengths: TokenLengths, limits: NoLimits, ctx: TokenContex
 
 
 def _no_trainable_mapped(lengths: TokenLengths, max_len: int) -> Iterator[Hit]:
-    """From the token map: rows with no trained token after masking and truncation."""
+    """From the token map: rows with no trained token after masking and truncation. Rows
+    truncation empties are one finding each; rows the masking empties whatever their
+    length (a template without generation blocks: often every row) are one finding for
+    the file, with their count and first lines."""
     assert lengths.trained is not None
     dead = sorted(_dead_lines(lengths, max_len))
     mapped = sum(1 for t in lengths.trained if t != NOT_COUNTED)
     share = round(len(dead) / mapped, 6) if mapped else 0.0
     before = lengths.before
+    masked = [i for i in dead if before is None or before[i] <= 0]
     for line in dead:
         tokens = max(lengths.tokens[line], lengths.second[line])
         had = before[line] if before is not None else NOT_COUNTED
-        if had > 0:
-            why = (f"truncation to --max-len {max_len} cuts all {had} trained token(s) "
-                   f"(the row is {tokens} tokens)")
-        else:
-            why = f"the masking leaves no trained token ({lengths.cause or 'no token of the row carries loss'})"
-        yield Hit(message=f"line {line + 1}: the row trains on nothing: {why} ({len(dead)} of {mapped} rows, "
+        if had <= 0:
+            continue
+        yield Hit(message=f"line {line + 1}: the row trains on nothing: truncation to --max-len {max_len} cuts all "
+                          f"{had} trained token(s) (the row is {tokens} tokens; {len(dead)} of {mapped} rows, "
                           f"{100 * share:.3g}%)",
-                  evidence={"line": line + 1, "tokens": tokens, "trained_before_truncation": max(had, 0),
+                  evidence={"line": line + 1, "tokens": tokens, "trained_before_truncation": had,
                             "max_len": max_len, "rows_in_file": len(dead), "share": share},
                   location=_line(lengths, line))
+    if masked:
+        shown = ", ".join(str(i + 1) for i in masked[:10]) + (f" and {len(masked) - 10} more" if len(masked) > 10
+                                                               else "")
+        yield Hit(message=f"{len(masked)} of {mapped} rows ({100 * len(masked) / mapped:.3g}%) train on nothing "
+                          f"whatever their length: {lengths.cause or 'no token of the row carries loss'}; "
+                          f"lines {shown}",
+                  evidence={"line": masked[0] + 1, "rows": len(masked), "rows_in_file": len(dead), "share": share,
+                            "max_len": max_len},
+                  location=_line(lengths, masked[0]))
 
 
 NO_TRAINABLE = Rule(id="TP-PRE-NO-TRAINABLE-TOKENS", name="no-trainable-tokens", level=Level.FAIL,
