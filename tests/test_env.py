@@ -284,3 +284,60 @@ def test_the_entrypoint_guard_works_in_an_interpreter_that_has_not_imported_impo
     findings = [(f["id"], f["location"]["range"]["start"]["line"])
                 for f in json.loads(out.stdout)["reports"][0]["findings"] if f["level"] == "FAIL"]
     assert findings == [("TP-ENV-IMPORT-FAIL", 1)]
+
+
+# --- bf16 / tf32 against the GPU (nvidia-smi) ----------------------------------------------------
+
+GPU_RULE = "TP-ENV-PRECISION-UNSUPPORTED-GPU"
+
+
+def fake_nvidia_smi(folder: Path, lines: str) -> Path:
+    """An nvidia-smi that answers the compute-capability query as the real one does."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "nvidia-smi"
+    # (echo is the shell's own: the test's PATH holds nothing but this folder)
+    exe.write_text("#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in lines.splitlines()), encoding="utf-8")
+    exe.chmod(0o755)
+    return bin_dir
+
+
+def gpu_report(tmp_path: Path, monkeypatch, keywords: str, gpus: str | None):
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.judge.engine import env
+    from trainproof_lsp.readers.envcheck import EnvRequest
+
+    script = tmp_path / "train.py"
+    script.write_text(f'args = TrainingArguments(output_dir="out", {keywords}, max_steps=10, logging_steps=1, '
+                      "save_steps=5)\n", encoding="utf-8")
+    path = fake_nvidia_smi(tmp_path, gpus) if gpus is not None else tmp_path / "empty"
+    path.mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", str(path))
+    (report,) = env(EnvRequest(entrypoint=script, cwd=tmp_path, python=sys.executable), Config()).reports
+    return report
+
+
+@pytest.mark.parametrize("keywords,gpus,fires", [
+    ("bf16=True", "Tesla T4, 7.5\n", True),
+    ("tf32=True", "Tesla V100-SXM2-16GB, 7.0\nTesla V100-SXM2-16GB, 7.0\n", True),
+    ("bf16=True", "NVIDIA A100-SXM4-40GB, 8.0\n", False),
+    ("bf16=True", "Tesla T4, 7.5\nNVIDIA L4, 8.9\n", False),  # the run can use the Ampere-class one
+    ("fp16=True", "Tesla T4, 7.5\n", False),
+])
+def test_bf16_and_tf32_against_the_gpus_compute_capability(tmp_path, monkeypatch, keywords, gpus, fires):
+    report = gpu_report(tmp_path, monkeypatch, keywords, gpus)
+    hits = [f for f in report.findings if f.id == GPU_RULE]
+    assert len(hits) == (1 if fires else 0), [f.message for f in report.findings]
+    if fires:
+        (hit,) = hits
+        assert hit.level.value == "FAIL" and hit.location.span.start_line == 0
+        assert hit.location.span.start_char == len('args = TrainingArguments(output_dir="out", ') + 5
+        assert hit.evidence["compute_capability"] == float(gpus.split(", ")[1].split()[0])
+
+
+def test_without_nvidia_smi_the_gpu_check_says_it_did_not_run(tmp_path, monkeypatch):
+    report = gpu_report(tmp_path, monkeypatch, "bf16=True", None)
+    (check,) = [c for c in report.checks if c.group == GPU_RULE]
+    assert not check.ran
+    assert check.reason == ("no GPU measured: nvidia-smi not found (no NVIDIA GPU or driver here); bf16/tf32 "
+                            "support not checked")

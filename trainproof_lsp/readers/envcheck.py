@@ -12,6 +12,8 @@
   signature with `inspect.signature` and never calls it. That child starts in an empty
   folder of its own and refuses any module whose file lies in the workspace, so nothing
   from the workspace is imported by it (rules/script_api.py judges the keywords).
+- GPUs: name and compute capability from `nvidia-smi` when it is on PATH (with a timeout),
+  beside the precisions the script's configs ask for (bf16, tf32).
 - Memory and disk: what the machine has, against what the run declares
   (`--required-gb`, `--checkpoint-gb` x `--keep` in `--output-dir`).
 
@@ -83,6 +85,21 @@ class ApiProbe:
     signature: Signature
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gpu:
+    name: str
+    capability: float  # CUDA compute capability (7.5 = Turing, 8.0 = Ampere)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrecisionAsk:
+    """A precision the script's config turns on that needs particular hardware."""
+
+    key: str  # "bf16" | "tf32"
+    config: str  # the config class
+    location: Location
+
+
 @dataclass(frozen=True, kw_only=True)
 class EnvFacts:
     path: str  # the entrypoint (or the module's file, or "(environment)")
@@ -96,6 +113,9 @@ class EnvFacts:
     probes: tuple[ImportProbe, ...] = ()
     api: tuple[ApiProbe, ...] = ()  # the script's library calls against installed signatures
     api_error: str = ""  # the signature probe could not run: why
+    gpus: tuple[Gpu, ...] = ()
+    gpu_note: str = ""  # why no GPU was measured ("nvidia-smi not found", its error)
+    precision: tuple[PrecisionAsk, ...] = ()  # what the script's configs ask of the GPU
     timeout_s: float = 0.0
     memory_gb: tuple[float, float] | None = None  # (total, available)
     required_gb: float | None = None
@@ -147,6 +167,33 @@ def _windows_memory() -> tuple[float, float] | None:  # pragma: no cover
         return status.total / 1024 ** 3, status.available / 1024 ** 3
     except (AttributeError, OSError):
         return None
+
+
+# nvidia-smi answers in well under a second; a hung driver must not hang env.
+NVIDIA_SMI_TIMEOUT_S = 20.0
+
+
+def nvidia_gpus() -> tuple[tuple[Gpu, ...], str]:
+    """(GPUs, why none) from `nvidia-smi --query-gpu=name,compute_cap`: lines like
+    "Tesla T4, 7.5"."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return (), "nvidia-smi not found (no NVIDIA GPU or driver here)"
+    try:
+        proc = subprocess.run([exe, "--query-gpu=name,compute_cap", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=NVIDIA_SMI_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return (), f"nvidia-smi failed ({type(e).__name__})"
+    if proc.returncode != 0:
+        return (), f"nvidia-smi failed (status {proc.returncode}: {_last_line(deque(proc.stderr.splitlines()))})"
+    gpus = []
+    for line in proc.stdout.splitlines()[:64]:
+        name, _, cap = line.rpartition(",")
+        try:
+            gpus.append(Gpu(name=name.strip()[:100], capability=float(cap.strip())))
+        except ValueError:
+            continue
+    return tuple(gpus), "" if gpus else "nvidia-smi listed no GPU"
 
 
 def disk_free_gb(folder: Path) -> tuple[str, float | None]:
@@ -451,6 +498,11 @@ def collect(req: EnvRequest) -> EnvFacts:
                                      argv0=str(script), guard="" if req.run_entrypoint else str(script))
     except PythonUnusable as e:
         return _replace(facts, python_error=str(e))
+    precision = tuple(PrecisionAsk(key=key, config=c.cls, location=Location(path=shown if v.path is None else v.path,
+                                                                          span=v.span))
+                      for c in sfacts.configs for key in ("bf16", "tf32")
+                      for v in [c.kwargs.get(key)] if v is not None and v.known and v.value is True)
+    facts = _replace(facts, precision=precision)
     probes = []
     api, api_error = _signatures(python, sfacts.api_calls, shown, req.timeout_s,
                                  forbid=(str(cwd), str(script.parent)))
@@ -509,7 +561,8 @@ def _measure(facts: EnvFacts, req: EnvRequest) -> EnvFacts:
     probe, free = ("", None)
     if req.output_dir is not None:
         probe, free = disk_free_gb(req.output_dir.resolve())
-    return _replace(facts, memory_gb=memory, disk_probe=probe, disk_free_gb=free)
+    gpus, note = nvidia_gpus()
+    return _replace(facts, memory_gb=memory, disk_probe=probe, disk_free_gb=free, gpus=gpus, gpu_note=note)
 
 
 def _replace(facts: EnvFacts, **changes: Any) -> EnvFacts:
@@ -518,5 +571,5 @@ def _replace(facts: EnvFacts, **changes: Any) -> EnvFacts:
     return replace(facts, **changes)
 
 
-__all__ = ["EnvFacts", "EnvRequest", "ImportProbe", "ApiProbe", "Signature", "collect", "run_items", "system_memory_gb",
+__all__ = ["EnvFacts", "EnvRequest", "ImportProbe", "ApiProbe", "Signature", "Gpu", "PrecisionAsk", "nvidia_gpus", "collect", "run_items", "system_memory_gb",
            "disk_free_gb", "PythonUnusable"]

@@ -447,8 +447,48 @@ ENTRY_RULE = _rule(id="TP-ENV-ENTRYPOINT-UNREADABLE", name="entrypoint-unreadabl
                    doc=ENTRY_DOC, check=check_entry)
 
 
+# --- precision against the GPU -------------------------------------------------------------------
+
+# bf16 arithmetic and TF32 matmuls need compute capability 8.0 (Ampere) or newer; transformers'
+# is_torch_bf16_gpu_available / is_torch_tf32_available ask the same.
+AMPERE = 8.0
+
+GPU_DOC = """The script asks for bf16 or tf32 on a GPU older than Ampere.
+
+What it flags: `bf16=True` or `tf32=True` in a TrainingArguments-family config of the
+script while every GPU `nvidia-smi` lists has a compute capability below 8.0 (T4, V100,
+P100); located on the keyword, naming the GPU.
+Why it matters: TrainingArguments checks this on construction and raises ValueError
+("Your setup doesn't support bf16/gpu", "--tf32 requires Ampere or a newer GPU arch"):
+the script dies before training starts. On these GPUs use fp16 (with its loss scaling) or
+float32.
+What it does not mean: anything on a machine without nvidia-smi (the check says it did
+not run), or for another machine the script will run on.
+"""
+
+
+def check_gpu_precision(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
+    if not facts.precision:
+        raise Skip("the script's configs ask for neither bf16 nor tf32")
+    if not facts.gpus:
+        raise Skip(f"no GPU measured: {facts.gpu_note or 'nvidia-smi listed none'}; bf16/tf32 support not checked")
+    best = max(facts.gpus, key=lambda g: g.capability)
+    if best.capability >= AMPERE:
+        return
+    for ask in facts.precision:
+        yield Hit(message=(f"{ask.config}({ask.key}=True) on {best.name} (compute capability {best.capability:g} < "
+                           f"{AMPERE:g}, before Ampere): {ask.config} raises ValueError before training starts"),
+                  evidence={"key": ask.key, "gpu": best.name, "compute_capability": best.capability,
+                            "gpus": len(facts.gpus), "config": ask.config},
+                  location=ask.location)
+
+
+GPU_PRECISION_RULE = _rule(id="TP-ENV-PRECISION-UNSUPPORTED-GPU", name="precision-unsupported-gpu",
+                           level=Level.FAIL, doc=GPU_DOC, check=check_gpu_precision)
+
+
 RULES: tuple[Rule[EnvFacts, Context], ...] = (
     IMPORT_FAIL_RULE, IMPORT_LAZY_RULE, IMPORT_OPTIONAL_RULE, IMPORT_CRASH_RULE, IMPORT_EXIT_RULE,
     IMPORT_TIMEOUT_RULE, PYTHON_RULE, CWD_RULE, ENTRY_RULE, MEM_INFO_RULE, MEM_SHORT_RULE, MEM_TIGHT_RULE,
-    MEM_UNKNOWN_RULE, DISK_INFO_RULE, DISK_SHORT_RULE, DISK_UNKNOWN_RULE,
+    MEM_UNKNOWN_RULE, DISK_INFO_RULE, DISK_SHORT_RULE, DISK_UNKNOWN_RULE, GPU_PRECISION_RULE,
 )
