@@ -472,3 +472,16 @@ def test_a_fifo_in_a_bundle_files_place_is_never_opened(folders, tmp_path):
                                                "not read"]
     skipped = {c.group: c.reason for c in r.checks if not c.ran}
     assert skipped["TP-BUNDLE-STOP-TOKEN"] == "generation_config.json could not be read (see the NOT-CHECKED finding)"
+
+
+def test_a_template_rendered_once_is_not_an_answer_once_jinja2_is_gone(folders, monkeypatch):
+    import sys
+
+    folder = folders["stop_missing"]
+    assert read_bundle(folder).template_end.marker == "<|eot|>"  # rendered (and remembered)
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    b = read_bundle(folder)
+    assert b.template_end is None and b.template_note.startswith("the chat template could not be rendered: jinja2")
+    r = judge_bundle(folder, Config())
+    assert r.findings == () and {c.group: c.reason for c in r.checks if not c.ran}["TP-BUNDLE-STOP-TOKEN"] == \
+        b.template_note

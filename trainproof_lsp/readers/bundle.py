@@ -36,6 +36,7 @@ regular files are opened.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -581,6 +582,27 @@ def special_tokens(tok: TokenizerFiles) -> dict[str, str | None]:
             "pad_token": tok.pad.value if tok.pad else None, "unk_token": tok.unk.value if tok.unk else None}
 
 
+@functools.lru_cache(maxsize=64)
+def _assistant_end(template: str, special: tuple[tuple[str, str | None], ...], markers: tuple[str, ...]) -> Any:
+    from . import chat_template as ct
+
+    return ct.assistant_end(template, special=dict(special), markers=markers)
+
+
+def assistant_end(tok: TokenizerFiles) -> Any:
+    """The template's assistant turn end (readers/chat_template.AssistantEnd), rendered in
+    its sandboxed child once per template, special tokens and markers: the checkpoint-N/
+    copies of a run and the tokenizer and bundle checks of one folder share the render (a
+    child process each, ~0.3 s). Raises what chat_template.assistant_end raises."""
+    from . import chat_template as ct
+
+    assert tok.chat_template is not None
+    if not ct.available():  # looked up each time: a cached render is no answer without jinja2
+        raise ct.TemplateUnavailable(ct.MISSING_JINJA2)
+    return _assistant_end(tok.chat_template.value, tuple(sorted(special_tokens(tok).items())),
+                          tuple(end_markers(tok)))
+
+
 def read_template_end(tok: TokenizerFiles) -> tuple[TemplateEnd | None, str]:
     """The assistant turn's end marker, rendered in the sandbox; (None, why) when the
     template cannot be rendered."""
@@ -590,7 +612,7 @@ def read_template_end(tok: TokenizerFiles) -> tuple[TemplateEnd | None, str]:
     if tpl is None:
         return None, "no chat template"
     try:
-        end = ct.assistant_end(tpl.value, special=special_tokens(tok), markers=end_markers(tok))
+        end = assistant_end(tok)
     except (ct.TemplateUnavailable, ct.TemplateRejected, ct.TemplateUnusable) as e:
         return None, f"the chat template could not be rendered: {e}"
     line = tpl.line

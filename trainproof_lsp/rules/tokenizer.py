@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..core.model import Hit, Level, Location, Related, Span
-from ..readers.bundle import RunSettings, end_markers
+from ..readers.bundle import RunSettings, assistant_end, end_markers
 from ..readers.bundle import special_tokens as special_tokens  # re-exported: judge/preflight.py uses it
 from ..readers.tokenizer import Sourced, TokenizerFiles
 from .base import Family, NoLimits, Rule, Skip
@@ -171,7 +171,7 @@ def check_template_eos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerCont
     markers = _end_markers(tok)
     eos = tok.eos.value if tok.eos is not None else None
     try:
-        end = ct.assistant_end(text, special=special_tokens(tok), markers=markers)
+        end = assistant_end(tok)  # rendered once per template: the bundle check shares it
     except ct.TemplateUnavailable as e:
         # Read as text: only a template that writes no marker anywhere is certain.
         if "eos_token" in text or any(m in text for m in markers):
