@@ -305,3 +305,75 @@ def test_a_nan_loss_is_an_empty_cell_in_a_history_export(runs, tmp_path):
     line = csv.read_text(encoding="utf-8").splitlines()[70 + 70 // 20 + 1]  # the header, then the rows
     assert ",710," in line and ",," in line
     assert judge(runs["nan"]).verdict is Verdict.FAIL and "TP-NAN" not in ids(judge(csv))
+
+
+def _record_log(records: list[bytes]) -> tuple[bytes, list[int]]:
+    """A record log framed as W&B's writer frames it (LevelDB's log format: 32 KiB blocks,
+    a record longer than its block's room cut into FIRST/MIDDLE/LAST chunks, a block's last
+    <7 bytes zero padding); and the byte offset of each record's first chunk."""
+    import zlib
+
+    out, starts = bytearray(FILE_HEADER), []
+    for rec in records:
+        rest, first = rec, True
+        while True:
+            left = BLOCK - len(out) % BLOCK
+            if left < 7:
+                out += bytes(left)
+                continue
+            n = min(len(rest), left - 7)
+            last = n == len(rest)
+            kind = (1 if last else 2) if first else (4 if last else 3)
+            if first:
+                starts.append(len(out))
+            out += struct.pack("<IHB", zlib.crc32(rest[:n], zlib.crc32(bytes((kind,)))), n, kind) + rest[:n]
+            rest, first = rest[n:], False
+            if last:
+                break
+    return bytes(out), starts
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _history_record(step: int, loss: float) -> bytes:
+    items = (_field(1, _field(2, b"train/loss") + _field(16, repr(loss).encode()))
+             + _field(1, _field(2, b"_step") + _field(16, str(step).encode())))
+    return _field(2, items)
+
+
+def test_hostile_records_with_valid_crcs_are_read_past_never_a_crash(tmp_path):
+    """Records framed and CRC'd as the writer does, whose protobuf is not W&B's: a length
+    past the record, a varint that never ends, a group wire type; a config value nested
+    past the JSON decoder's depth, in a record cut into chunks across two blocks. Each is a
+    note (or read past), never a traceback; the history around them is the run."""
+    deep = b"[" * 30_000 + b"]" * 30_000
+    config = _field(5, _field(1, _field(1, b"vocab_size") + _field(16, deep)))
+    bad = [b"\x12\xff\xff\xff\xff\x0f", b"\x80" * 12, b"\x13"]
+    history = [_history_record(10 * (i + 1), 3.0 - 0.01 * i) for i in range(30)]
+    data, starts = _record_log([config, *bad, *history])
+    path = tmp_path / "run-hostile.wandb"
+    path.write_bytes(data)
+    scan = scan_wandb_offline(path)
+    assert scan.problem is None and scan.records == 34 and scan.history == 30
+    assert starts[0] == 7 and starts[1] > BLOCK  # the config record spans two blocks
+    assert scan.run.meta.vocab_size is None  # the hostile value was not taken
+    assert [n for _, n in scan.run.notes] == [
+        f"record 1 at byte {starts[1]} is not a W&B record (length-delimited field past the message's end); not used",
+        f"record 2 at byte {starts[2]} is not a W&B record (varint at byte 0 does not end); not used",
+        f"record 3 at byte {starts[3]} is not a W&B record (wire type 3); not used"]
+    assert list(scan.run.record_spans.byte_offsets) == starts[4:]
+    report = judge(path)
+    assert report.verdict is Verdict.PASS and ids(report) == ["TP-SKIPPED-RECORDS"]
+    code, out, err = run_cli("epoch", str(path))
+    assert code == 0 and "Traceback" not in out + err

@@ -43,6 +43,8 @@ def read_wandb_run(path: Path, config: Config, data: bytes | None = None) -> tup
         return not_checked(name, "metrics", FORMAT, str(e), e)
     except OSError as e:
         return not_checked(name, "metrics", FORMAT, f"{name}: cannot read ({e.strerror or e})")
+    except (ValueError, RecursionError, MemoryError) as e:  # never a traceback, never a FAIL
+        return not_checked(name, "metrics", FORMAT, f"{name}: unreadable ({type(e).__name__}: {e})")
     extra = () if scan.problem is None else (stopped_finding(name, scan.problem, scan.history),)
     return scan.run, extra
 

@@ -203,7 +203,7 @@ def _config(buf: bytes, into: dict[str, Any]) -> None:
             if name in _CONFIG_KEYS and isinstance(raw, str):
                 try:
                     into[name] = json.loads(raw)
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested past the decoder's depth
                     continue
 
 
