@@ -470,3 +470,16 @@ def test_the_html_report_draws_the_length_histogram_with_the_max_length(tokdir: 
     assert page.count('<figure class="token-lengths">') == 1
     assert '<line class="max-len"' in page and ">max length 12</text>" in page
     assert page.count('<rect class="bar"') == 16  # rules/token_map.py HISTOGRAM_BINS
+
+
+def test_span_bisection_agrees_with_transformers_single_pass() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(500):
+        n = rng.randint(0, 30)
+        cuts = sorted(rng.sample(range(1, 200), n * 2)) if n else []
+        offsets = [(cuts[2 * i], cuts[2 * i + 1]) for i in range(n)]
+        marks = sorted(rng.sample(range(0, 210), rng.choice((0, 2, 4, 6))))
+        spans = [(marks[i], marks[i + 1]) for i in range(0, len(marks), 2)]
+        assert tm._span_tokens(offsets, spans) == tm._merge(tm._span_tokens_pass(offsets, spans))

@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 import os
 from array import array
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -323,7 +324,26 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 def _span_tokens(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """Token intervals overlapping the character spans, as transformers builds
-    assistant_masks (a token counts when it overlaps a span; one pass, both in order)."""
+    assistant_masks (a token counts when it overlaps a span). With offsets in order (a
+    rendered text encoded without added tokens) each span is two bisections; otherwise
+    transformers' own single pass."""
+    if not spans or not offsets:
+        return []
+    starts = [a for a, _ in offsets]
+    ends = [b for _, b in offsets]
+    ordered = [tuple(sp) for sp in spans]
+    if starts == sorted(starts) and ends == sorted(ends) and ordered == sorted(ordered):
+        out_fast = []
+        for s0, e0 in ordered:
+            lo, hi = bisect_right(ends, s0), bisect_left(starts, e0)
+            if hi > lo:
+                out_fast.append((lo, hi))
+        return _merge(out_fast)
+    return _span_tokens_pass(offsets, spans)
+
+
+def _span_tokens_pass(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """transformers' single pass over the tokens (both in order)."""
     out: list[tuple[int, int]] = []
     k = 0
     start = -1
