@@ -485,3 +485,26 @@ def test_a_template_rendered_once_is_not_an_answer_once_jinja2_is_gone(folders, 
     r = judge_bundle(folder, Config())
     assert r.findings == () and {c.group: c.reason for c in r.checks if not c.ran}["TP-BUNDLE-STOP-TOKEN"] == \
         b.template_note
+
+
+def test_targets_reaching_every_layer_that_holds_the_module_are_not_partial():
+    """A hybrid model (attention in one layer of four, as Jamba interleaves them): a regex
+    that reaches that layer's q_proj reaches every q_proj there is."""
+    from trainproof_lsp.readers.bundle import Adapter, BundleFacts, Tensor, Weights
+    from trainproof_lsp.readers.tokenizer import Sourced
+    from trainproof_lsp.rules.bundle import BundleContext, check_targets_partial
+    from trainproof_lsp.rules.base import NoLimits
+
+    names = [f"model.layers.{i}.mamba.in_proj.weight" for i in range(4)] + ["model.layers.3.self_attn.q_proj.weight"]
+    base = Weights(files=("/b/model.safetensors",), tensors=tuple(
+        Tensor(name=n, dtype="float32", shape=(8, 8), path="/b/model.safetensors") for n in names))
+
+    def bundle(target: str) -> BundleFacts:
+        ad = Adapter(config_path="/a/adapter_config.json",
+                     settings={"target_modules": Sourced(value=target, path="/a/adapter_config.json", line=3)})
+        return BundleFacts(folder="/a", files=("adapter_config.json",), adapter=ad, base=base)
+
+    assert list(check_targets_partial(bundle(r".*self_attn\.q_proj"), NoLimits(), BundleContext())) == []
+    (hit,) = check_targets_partial(bundle(r"model\.layers\.[01]\.mamba\.in_proj"), NoLimits(), BundleContext())
+    assert hit.evidence == {"layers": 4, "layers_matched": 2, "modules_matched": 2}
+    assert "2 of the 4 layers of the base weights that hold in_proj" in hit.message

@@ -386,8 +386,10 @@ TARGETS_NONE = Rule(id="TP-BUNDLE-ADAPTER-TARGETS-NONE", name="adapter-targets-n
 TARGETS_PARTIAL_DOC = """The adapter's target_modules reach only some of the model's layers.
 
 What it flags: `target_modules` that match modules in fewer of the numbered layers
-(`layers.<n>.`) than the base weights hold, while `layers_to_transform` is unset (a user
-who limits the layers on purpose sets it). The message gives both counts.
+(`layers.<n>.`) than the base weights hold modules of the kinds matched (a regex reaching
+`q_proj` in layer 0 of 24 layers that all hold one), while `layers_to_transform` and
+`exclude_modules` are unset (a user who limits the layers on purpose sets one). The
+message gives both counts.
 Why it matters: a regex written for one layer (`model.layers.1.self_attn.q_proj`) or a
 prefix that stops at layer 9 (`layers.[0-9].`) adapts a sliver of the model; the run
 trains, the loss falls a little, and the fine-tune is far weaker than it should be.
@@ -402,17 +404,23 @@ def check_targets_partial(b: BundleFacts, limits: NoLimits, ctx: BundleContext) 
     assert ad is not None
     if ad.get("layers_to_transform") is not None:
         raise Skip("layers_to_transform is set: the layers are chosen on purpose")
-    layers = {n for n in map(_layer, modules) if n is not None}
+    if ad.get("exclude_modules"):
+        raise Skip("exclude_modules is set: the modules are chosen on purpose")
+    # The layers the user likely meant: those holding a module of a kind the targets matched
+    # (q_proj, ...). A hybrid model with attention in every 8th layer is not "partial".
+    kinds = {m.rsplit(".", 1)[-1] for m in matched}
+    meant = {n for m in modules if m.rsplit(".", 1)[-1] in kinds and (n := _layer(m)) is not None}
     hit = {n for n in map(_layer, matched) if n is not None}
-    if not matched or not layers or len(hit) >= len(layers):
+    if not matched or not meant or len(hit) >= len(meant):
         return
     shown = ", ".join(map(str, sorted(hit)[:8])) + (", ..." if len(hit) > 8 else "")
+    named = ", ".join(sorted(kinds)[:4]) + (", ..." if len(kinds) > 4 else "")
     where = weights.index or weights.files[0]
     yield Hit(message=f"target_modules {tm.value!r} match {len(matched)} module(s) in {len(hit)} of the "
-                      f"{len(layers)} layers of the base weights (layers {shown})",
-              evidence={"layers": len(layers), "layers_matched": len(hit), "modules_matched": len(matched)},
+                      f"{len(meant)} layers of the base weights that hold {named} (layers {shown})",
+              evidence={"layers": len(meant), "layers_matched": len(hit), "modules_matched": len(matched)},
               location=_at(tm), related=(Related(location=Location(path=where, span=Span(0, 0, 0, 0)),
-                                                 message=f"{len(layers)} layers in the base weights"),))
+                                                 message=f"{len(meant)} layers hold {named}"),))
 
 
 TARGETS_PARTIAL = Rule(id="TP-BUNDLE-ADAPTER-TARGETS-PARTIAL", name="adapter-targets-some-layers",
