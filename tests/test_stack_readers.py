@@ -286,3 +286,16 @@ def test_watch_tails_a_stacks_log_as_epoch_reads_it(tmp_path, stack, tailer, cas
     assert whole.verdict is (Verdict.PASS if case == "healthy" else Verdict.FAIL)
     if case != "healthy":
         assert SICK[case][1] in ids(watched_report(w))
+
+
+def test_the_stacks_logs_give_their_planned_steps(tmp_path):
+    """Each line states the run's planned steps (LLaMA-Factory `total_steps`, the M of
+    ms-swift's "N/M"): compare aligns runs of different lengths on its fraction."""
+    from trainproof_lsp.judge.engine import read_run
+
+    lf = write_jsonl(tmp_path, llamafactory_lines(healthy()), "trainer_log.jsonl")
+    sw = write_jsonl(tmp_path, swift_lines(healthy()), "logging.jsonl")
+    assert read_run(lf, detect(lf, lf.read_bytes())).meta.max_steps == 10 * N
+    assert read_run(sw, detect(sw, sw.read_bytes())).meta.max_steps == 5 * N
+    odd = write_jsonl(tmp_path, [{"global_step/max_steps": "5/x", "loss": 1.0}] * 3, "logging2.jsonl")
+    assert read_run(odd, detect(odd, odd.read_bytes())).meta.max_steps is None

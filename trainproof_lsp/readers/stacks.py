@@ -26,10 +26,13 @@ what they add here is their format name, and that a LLaMA-Factory log is its fol
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..core.model import Run
+from .common import file_data
 from .metrics import read_metrics_jsonl
 
 # The step keys that tell the two logs apart from other metric JSONL (read from the first
@@ -40,13 +43,43 @@ SWIFT_STEP_KEY = "global_step/max_steps"
 LLAMAFACTORY_LOG = "trainer_log.jsonl"
 
 
+# The planned steps each log states on every line: LLaMA-Factory's `total_steps`, the M of
+# ms-swift's "N/M" (compare aligns runs of different lengths on the fraction of it).
+_SWIFT_TOTAL = re.compile(r"\s*\d+\s*/\s*(\d+)\s*")
+# The first line is read for it; a line longer than this is not a log record.
+_FIRST_LINE_BYTES = 64 * 1024
+
+
+def planned_steps(data: bytes, fmt: str) -> int | None:
+    """The run's planned steps from the log's first record, when it states them."""
+    first = next((ln for ln in data[:_FIRST_LINE_BYTES].split(b"\n") if ln.strip()), b"")
+    try:
+        row = json.loads(first)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(row, dict):
+        return None
+    value: Any = row.get("total_steps") if fmt == "llamafactory-log" else None
+    if fmt == "swift-log" and isinstance(row.get(SWIFT_STEP_KEY), str):
+        m = _SWIFT_TOTAL.fullmatch(row[SWIFT_STEP_KEY])
+        value = int(m.group(1)) if m else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _stack_run(path: str | Path, data: bytes | None, columns: Mapping[str, str] | None, fmt: str) -> Run:
+    data = file_data(Path(path), data)
+    run = read_metrics_jsonl(path, data, columns=columns)
+    meta = run.meta if run.meta.max_steps else dataclasses.replace(run.meta, max_steps=planned_steps(data, fmt))
+    return dataclasses.replace(run, format=fmt, meta=meta)
+
+
 def read_llamafactory_log(path: str | Path, data: bytes | None = None, *,
                           columns: Mapping[str, str] | None = None) -> Run:
     """LLaMA-Factory's trainer_log.jsonl."""
-    return dataclasses.replace(read_metrics_jsonl(path, data, columns=columns), format="llamafactory-log")
+    return _stack_run(path, data, columns, "llamafactory-log")
 
 
 def read_swift_log(path: str | Path, data: bytes | None = None, *,
                    columns: Mapping[str, str] | None = None) -> Run:
     """ms-swift's logging.jsonl."""
-    return dataclasses.replace(read_metrics_jsonl(path, data, columns=columns), format="swift-log")
+    return _stack_run(path, data, columns, "swift-log")
