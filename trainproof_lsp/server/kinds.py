@@ -7,7 +7,8 @@ to judge in it, and model/tokenizer configs get their folder's lenses and checks
     metrics   engine.judge_file                verdict, doctor, compare, baseline
     dataset   preflight (incremental session)  preflight summary, check on disk
     script    engine.judge_file (static lint)  check environment, doctor <output dir>
-    config    preflight.judge_tokenizer (disk) doctor <folder>
+    config    server/bundle.py (disk: tokenizer  doctor <folder>
+              and bundle rules of its folder)
     binary    from disk only (doctor, watched files)
     lfs-pointer engine.judge_file: a Git LFS pointer in the file's place, one NOT-CHECKED
     other     nothing
