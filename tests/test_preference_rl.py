@@ -459,3 +459,134 @@ def test_watch_applies_the_rl_rules_to_a_growing_grpo_log(runs: dict[str, Any], 
         report = w.logs[str(log)].report
         assert ("TP-RL-NO-SIGNAL" in _ids(report, Level.FAIL)) == (n >= 5)  # min_stretch: 5 logged steps
     assert w.failed is not None
+
+
+# --- each side of the limits (logs of the shape TRL writes, built here) -----------------------------
+
+def _jsonl(tmp_path: Path, rows: list[dict[str, Any]]) -> Report:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return _judge(path)
+
+
+def _grpo_rows(n: int, **series: Any) -> list[dict[str, Any]]:
+    """n GRPO-shaped rows: a varying reward unless given; each keyword a list or a function of the step."""
+    rows = []
+    for step in range(1, n + 1):
+        row: dict[str, Any] = {"step": step, "loss": 0.01 * ((-1) ** step), "reward": 0.3 + 0.01 * (step % 3),
+                               "reward_std": 0.4, "frac_reward_zero_std": 0.2}
+        for key, v in series.items():
+            row[key.replace("__", "/")] = v(step) if callable(v) else v[step - 1]
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize(("stretch", "fires"), [(4, False), (5, True)])
+def test_no_signal_needs_five_steps_in_a_row(tmp_path: Path, stretch: int, fires: bool) -> None:
+    frac = [0.2] * 5 + [0.95] * stretch + [0.2] * 3
+    report = _jsonl(tmp_path, _grpo_rows(len(frac), frac_reward_zero_std=frac))
+    assert ("TP-RL-NO-SIGNAL" in _ids(report)) is fires
+    if fires:
+        (f,) = report.findings
+        assert f.evidence["first_step"] == 6 and f.evidence["last_step"] == 10 and f.level is Level.FAIL
+
+
+@pytest.mark.parametrize(("level", "fires"), [(0.89, False), (0.9, True)])
+def test_no_signal_is_at_ninety_percent_of_groups(tmp_path: Path, level: float, fires: bool) -> None:
+    report = _jsonl(tmp_path, _grpo_rows(8, frac_reward_zero_std=[level] * 8))
+    assert ("TP-RL-NO-SIGNAL" in _ids(report)) is fires
+
+
+def test_no_signal_after_the_reward_rose_is_saturation(tmp_path: Path) -> None:
+    # The reward climbs to 1.0 and then every group scores it: solved, not broken.
+    reward = [0.1, 0.12, 0.11, 0.4, 0.7, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    frac = [0.1, 0.1, 0.1, 0.3, 0.6, 0.95, 1.0, 1.0, 1.0, 1.0, 1.0]
+    report = _jsonl(tmp_path, _grpo_rows(11, reward=reward, frac_reward_zero_std=frac))
+    assert _ids(report) == ["TP-RL-SATURATED"] and report.verdict is Verdict.WARN
+    f = report.findings[0]
+    assert f.evidence["saturated"] is True and f.evidence["first_step"] == 6 and f.evidence["reward_level"] == 1.0
+
+
+def test_a_reward_that_moves_by_a_hair_is_not_constant(tmp_path: Path) -> None:
+    same = _jsonl(tmp_path, _grpo_rows(6, reward=[0.5] * 6, reward_std=[0.0] * 6))
+    assert "TP-RL-REWARD-CONSTANT" in _ids(same)
+    moved = _jsonl(tmp_path, _grpo_rows(6, reward=[0.5] * 5 + [0.5001], reward_std=[0.0] * 6))
+    assert "TP-RL-REWARD-CONSTANT" not in _ids(moved)
+    spread = _jsonl(tmp_path, _grpo_rows(6, reward=[0.5] * 6, reward_std=[0.0] * 5 + [0.3]))
+    assert "TP-RL-REWARD-CONSTANT" not in _ids(spread)  # varies within its batches
+
+
+@pytest.mark.parametrize(("end", "fires"), [(0.99, False), (1.0, True)])
+def test_kl_blowup_is_from_one_nat_per_token(tmp_path: Path, end: float, fires: bool) -> None:
+    kl = [0.0, 0.01, 0.05, end, end, end]
+    report = _jsonl(tmp_path, _grpo_rows(6, kl=kl))
+    assert ("TP-RL-KL-BLOWUP" in _ids(report)) is fires
+
+
+def test_kl_that_starts_high_in_a_resumed_log_has_not_grown(tmp_path: Path) -> None:
+    report = _jsonl(tmp_path, _grpo_rows(6, kl=[1.5, 1.6, 1.5, 1.6, 1.5, 1.6]))
+    assert "TP-RL-KL-BLOWUP" not in _ids(report)
+
+
+def test_non_finite_kl_fails_at_its_first_point(tmp_path: Path) -> None:
+    report = _jsonl(tmp_path, _grpo_rows(6, kl=[0.0, 0.01, math.inf, math.nan, 0.02, 0.02]))
+    f = next(f for f in report.findings if f.id == "TP-RL-KL-BLOWUP")
+    assert f.evidence == {"step": 3, "nonfinite_points": 2, "points": 6}
+    assert f.location.span is not None and f.location.span.start_line == 2
+
+
+@pytest.mark.parametrize(("level", "fires"), [(0.875, False), (0.9, True)])
+def test_clipped_is_from_ninety_percent_of_completions(tmp_path: Path, level: float, fires: bool) -> None:
+    report = _jsonl(tmp_path, _grpo_rows(8, completions__clipped_ratio=[0.1] * 5 + [level] * 3))
+    assert ("TP-RL-CLIPPED" in _ids(report)) is fires
+
+
+@pytest.mark.parametrize(("late", "fires"), [(False, True), (True, False)])
+def test_entropy_collapse_counts_only_in_the_first_half(tmp_path: Path, late: bool, fires: bool) -> None:
+    at = 6 if late else 3  # the point (1-based) where the entropy drops to 0.01
+    entropy = [3.0 if i < at else 0.01 for i in range(1, 11)]
+    report = _jsonl(tmp_path, _grpo_rows(10, entropy=entropy))
+    assert ("TP-RL-ENTROPY-COLLAPSE" in _ids(report)) is fires
+
+
+@pytest.mark.parametrize(("cap", "fires"), [(64, True), (80, False)])
+def test_length_hacking_needs_the_lengths_at_the_cap(tmp_path: Path, cap: int, fires: bool) -> None:
+    lengths = [12, 14, 20, 30, 41, 50, 58, 60, 61, 62]
+    report = _jsonl(tmp_path, _grpo_rows(10, completions__mean_length=lengths,
+                                        completions__max_length=[cap] * 10))
+    assert ("TP-RL-LENGTH-HACKING" in _ids(report)) is fires  # 61/64 is 95% of the cap; 61/80 is 76%
+
+
+def _dpo_rows(losses: list[float], margins: list[float]) -> list[dict[str, Any]]:
+    return [{"step": i, "loss": lv, "rewards/margins": m} for i, (lv, m) in enumerate(zip(losses, margins), 1)]
+
+
+@pytest.mark.parametrize(("strays", "fires"), [(1, True), (2, False)])
+def test_at_ln2_holds_at_ninety_percent_of_the_steps(tmp_path: Path, strays: int, fires: bool) -> None:
+    # 11 steps after the first: one strayed point leaves 10 of 11 (91%), two leave 9 of 11 (82%).
+    margins = [0.0] * 12
+    for i in range(1, strays + 1):
+        margins[-i] = 0.2
+    report = _jsonl(tmp_path, _dpo_rows([math.log(2)] * 12, margins))
+    assert ("TP-PREF-AT-LN2" in _ids(report)) is fires
+
+
+def test_at_ln2_is_not_another_loss_that_stays_flat(tmp_path: Path) -> None:
+    report = _jsonl(tmp_path, _dpo_rows([0.7] * 12, [0.0] * 12))  # 0.007 from ln 2: outside the band
+    assert "TP-PREF-AT-LN2" not in _ids(report)
+
+
+def test_margins_that_rise_beyond_their_noise_are_not_flat(tmp_path: Path) -> None:
+    noise = [0.03, -0.02, 0.01, -0.03, 0.02, 0.0, -0.01, 0.03, -0.02, 0.01, 0.0, -0.01]
+    flat = _jsonl(tmp_path, _dpo_rows([0.69] * 12, [0.05 + n for n in noise]))
+    assert _ids(flat) == ["TP-PREF-MARGINS-FLAT"]
+    rising = _jsonl(tmp_path, _dpo_rows([0.69] * 12, [0.05 + 0.02 * i + n for i, n in enumerate(noise)]))
+    assert "TP-PREF-MARGINS-FLAT" not in _ids(rising)
+
+
+@pytest.mark.parametrize(("accuracy", "fires"), [(0.55, True), (0.65, False)])
+def test_accuracy_at_chance_is_within_its_band_of_one_half(tmp_path: Path, accuracy: float, fires: bool) -> None:
+    rows = [{"step": i, "loss": 0.69 - 0.01 * i, "rewards/margins": 0.05 * i, "rewards/accuracies": accuracy}
+            for i in range(1, 13)]
+    report = _jsonl(tmp_path, rows)
+    assert ("TP-PREF-ACC-AT-CHANCE" in _ids(report)) is fires  # constant: the band is its floor, 0.05

@@ -66,6 +66,11 @@ COVERED = {
     "TP-NEGATIVE-LOSS", "TP-LOSS-COLLAPSE", "TP-EVAL-ACC-AT-CHANCE",
     # Their firing and quiet cases and each side of each limit: tests/test_stdout_logs.py
     "TP-LOSS-SCALE-COLLAPSE", "TP-LOSS-SCALE-MIN",
+    # Their firing and quiet cases (logs the real TRL DPO and GRPO trainers wrote) and each
+    # side of their limits: tests/test_preference_rl.py
+    "TP-REWARD-NONFINITE", "TP-PREF-AT-LN2", "TP-PREF-MARGINS-FLAT", "TP-PREF-ACC-AT-CHANCE", "TP-PREF-DISPLACEMENT",
+    "TP-RL-NO-SIGNAL", "TP-RL-SATURATED", "TP-RL-REWARD-CONSTANT", "TP-RL-KL-BLOWUP", "TP-RL-CLIPPED",
+    "TP-RL-ENTROPY-COLLAPSE", "TP-RL-LENGTH-HACKING",
 }
 
 

@@ -15,10 +15,11 @@ from typing import Any, Mapping, Protocol
 
 from .caps import DEFAULT_CAPS, Caps
 from .model import SERIES_NAMES
+from .objectives import OBJECTIVE_SERIES
 
 # What a `columns` setting may name: the canonical series, and the step column
 # (readers/metrics.MAPPABLE, which tests/test_architecture.py keeps equal to this).
-MAPPABLE = (*SERIES_NAMES, "step")
+MAPPABLE = (*SERIES_NAMES, *OBJECTIVE_SERIES, "step")  # with a DPO/GRPO run's reward series (core/objectives.py)
 # What a `fields` setting may name: the training fields of the dataset formats
 # (readers/dataset_records.MAPPABLE_FIELDS, which tests/test_field_mapping.py keeps equal).
 DATASET_FIELDS = ("chosen", "completion", "conversations", "input", "instruction", "messages", "output", "prompt",
