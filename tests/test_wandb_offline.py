@@ -377,3 +377,12 @@ def test_hostile_records_with_valid_crcs_are_read_past_never_a_crash(tmp_path):
     assert report.verdict is Verdict.PASS and ids(report) == ["TP-SKIPPED-RECORDS"]
     code, out, err = run_cli("epoch", str(path))
     assert code == 0 and "Traceback" not in out + err
+
+
+def test_a_run_file_over_its_caps_is_not_checked_with_the_cap(runs, tmp_path):
+    from trainproof_lsp.core.caps import Caps
+
+    report = judge(runs["healthy"], Config(caps=Caps(max_log_entries=50)))
+    assert report.verdict is Verdict.NOT_CHECKED
+    assert report.reason == (f"{runs['healthy']}: more than 50 history records, over the cap for a log "
+                             "(max_log_entries): not read")
