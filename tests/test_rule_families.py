@@ -17,14 +17,16 @@ import pytest
 
 from trainproof_lsp.rules import BY_ID, METRICS, REGISTRY, metric_rules, rules_of
 from trainproof_lsp.rules import checkpoint, compare, dataset, env, script, script_best_strategy, tokenizer, tokens
+from trainproof_lsp.rules import script_api, script_lora, script_precision, script_run
 from trainproof_lsp.rules import speech
 from trainproof_lsp.rules.base import ANY
 
 
 def test_each_fact_family_holds_exactly_its_modules_rules_in_registry_order():
     assert rules_of(checkpoint.CHECKPOINT) == checkpoint.RULES
-    assert rules_of(env.ENV) == env.RULES
-    assert rules_of(script.SCRIPT) == (*script.RULES, script_best_strategy.RULE)
+    assert rules_of(env.ENV) == (*env.RULES, *script_api.RULES)
+    assert rules_of(script.SCRIPT) == (*script.RULES, script_best_strategy.RULE, *script_run.RULES,
+                                       *script_precision.RULES, *script_lora.RULES)
     assert rules_of(tokenizer.TOKENIZER) == tokenizer.TOKENIZER_RULES
     assert rules_of(dataset.DATASET) == dataset.DATASET_RULES
     assert rules_of(speech.SPEECH) == speech.SPEECH_RULES
