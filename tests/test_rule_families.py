@@ -18,7 +18,7 @@ import pytest
 from trainproof_lsp.rules import BY_ID, METRICS, REGISTRY, metric_rules, rules_of
 from trainproof_lsp.rules import checkpoint, compare, dataset, env, script, script_best_strategy, tokenizer, tokens
 from trainproof_lsp.rules import script_api, script_lora, script_precision, script_run
-from trainproof_lsp.rules import speech
+from trainproof_lsp.rules import labels, speech
 from trainproof_lsp.rules.base import ANY
 
 
@@ -30,6 +30,7 @@ def test_each_fact_family_holds_exactly_its_modules_rules_in_registry_order():
     assert rules_of(tokenizer.TOKENIZER) == tokenizer.TOKENIZER_RULES
     assert rules_of(dataset.DATASET) == dataset.DATASET_RULES
     assert rules_of(speech.SPEECH) == speech.SPEECH_RULES
+    assert rules_of(labels.LABELS) == labels.RULES
 
 
 def test_comparison_rules_are_the_compare_modules_checked_rules():
@@ -54,14 +55,13 @@ def test_metric_family_is_every_checked_metrics_rule():
 
 
 def test_every_registry_rule_is_in_exactly_one_family_with_a_known_kind():
-    kinds = {"metrics", "comparison", "checkpoint", "script", "env", "dataset", "tokenizer", "speech", "any"}
+    kinds = {"metrics", "comparison", "checkpoint", "script", "env", "dataset", "tokenizer", "speech", "labels", "any"}
     assert {r.applies_to for r in REGISTRY} == kinds
     families = {id(r.family) for r in REGISTRY}
     covered = sum(len(rules_of(f)) for f in {id(r.family): r.family for r in REGISTRY}.values())
     assert covered == sum(1 for r in REGISTRY if r.check is not None)
-    # metrics, any, comparison, checkpoint, script, env, dataset, tokens, templates, tokenizer, speech,
-    # and the comparison of a DPO/GRPO run's reward (rules/objective_compare.py)
-    assert len(families) == 12
+    # metrics, any, comparison, checkpoint, script, env, dataset, tokens, templates, tokenizer, speech
+    assert len(families) == 12  # + objective comparison (rules/objective_compare.py)
 
 
 # --- the families are types: mypy refuses a check or a subject of another family ----------------

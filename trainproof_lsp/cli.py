@@ -190,6 +190,9 @@ def _preflight_parser(sub: SubParsers) -> argparse.ArgumentParser:
     pre.add_argument("--collator-masks-pad", action="store_true", default=None,
                      help="the collator masks labels equal to the pad id (transformers' DataCollatorForLanguageModeling)")
     pre.add_argument("--sample", metavar="N", type=int, help="map about N rows, evenly spread (a quick look)")
+    pre.add_argument("--batch", metavar="FILE", type=Path,
+                     help="one saved batch (.safetensors, .npz or .json with input_ids/labels) for the label checks; "
+                          "a .pt is never unpickled")
     pre.add_argument("--jobs", metavar="N", type=int,
                      help="worker processes for the scan (default: the cores available)")
     pre.add_argument("--dask", metavar="ADDRESS",
@@ -363,7 +366,7 @@ def _epoch(args: argparse.Namespace, config: Config) -> Judged:
 
 
 def _preflight_inputs(args: argparse.Namespace) -> None:
-    if not args.datasets and args.tokenizer is None and args.eval is None:
+    if not args.datasets and args.tokenizer is None and args.eval is None and args.batch is None:
         raise Refused("preflight needs a DATASET, --eval EVAL or --tokenizer DIR")
     from .judge import parallel  # start-up: only preflight spreads work over processes
 
@@ -393,7 +396,7 @@ def _preflight(args: argparse.Namespace, config: Config) -> Judged:
                               tokenizer_dir=args.tokenizer, max_len=args.max_len, progress=parallel.Progress,
                               map_options=options), None
     return parallel.run_preflight(args.datasets, config, eval_path=args.eval, tokenizer_dir=args.tokenizer,
-                                  max_len=args.max_len, jobs=args.jobs, map_options=options), None
+                                  max_len=args.max_len, jobs=args.jobs, map_options=options, batch=args.batch), None
 
 
 def _env(args: argparse.Namespace, config: Config) -> Judged:

@@ -573,19 +573,20 @@ def expand_shards(paths: Sequence[Path | str]) -> list[Path | str]:
 def preflight_jobs(paths: Sequence[Path | str], config: Config, *, jobs: int, eval_path: Path | str | None = None,
                    tokenizer_dir: Path | str | None = None, max_len: int | None = None,
                    part_bytes: int | None = None, first_min: int = FIRST_PART_MIN,
-                   progress: Callable[[int], Progress] | None = None, map_options: Any = None) -> Outcome:
+                   progress: Callable[[int], Progress] | None = None, map_options: Any = None,
+                   batch: Path | str | None = None) -> Outcome:
     """`preflight` with every dataset scanned on `jobs` worker processes."""
     from . import preflight as pre  # start-up: spawned workers import this module and need only the reader
 
     names = [str(p) for p in paths] + ([str(eval_path)] if eval_path is not None else [])
     scans = scan_files(names, config, jobs=jobs, part_bytes=part_bytes, first_min=first_min, progress=progress)
     return pre.preflight(paths, config, eval_path=eval_path, tokenizer_dir=tokenizer_dir, max_len=max_len,
-                         scan=scanner(dict(zip(names, scans))), map_options=map_options)
+                         scan=scanner(dict(zip(names, scans))), map_options=map_options, batch=batch)
 
 
 def run_preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | str | None = None,
                   tokenizer_dir: Path | str | None = None, max_len: int | None = None,
-                  jobs: int | None = None, map_options: Any = None) -> Outcome:
+                  jobs: int | None = None, map_options: Any = None, batch: Path | str | None = None) -> Outcome:
     """`preflight` as the command line runs it without --dask: in this process (`jobs`
     1) or on worker processes (default: one per available core). On a Dask cluster:
     dask_preflight.preflight_dask."""
@@ -601,14 +602,14 @@ def run_preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Pat
 
     spoken, paths, eval_path, tokenizer_dir = preflight_speech(paths, config, eval_path=eval_path,
                                                                tokenizer_dir=tokenizer_dir, jobs=jobs)
-    if spoken and not paths and eval_path is None and tokenizer_dir is None:
+    if spoken and not paths and eval_path is None and tokenizer_dir is None and batch is None:
         return Outcome(reports=tuple(spoken))
     if jobs == 1:
         outcome = pre.preflight(paths, config, eval_path=eval_path, tokenizer_dir=tokenizer_dir, max_len=max_len,
-                                map_options=map_options)
+                                map_options=map_options, batch=batch)
     else:
         outcome = preflight_jobs(paths, config, jobs=jobs, eval_path=eval_path, tokenizer_dir=tokenizer_dir,
-                                 max_len=max_len, progress=Progress, map_options=map_options)
+                                 max_len=max_len, progress=Progress, map_options=map_options, batch=batch)
     return Outcome(reports=tuple(spoken) + outcome.reports, not_judged=outcome.not_judged,
                    passed_over=outcome.passed_over, error=outcome.error)
 

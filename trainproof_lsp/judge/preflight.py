@@ -340,7 +340,7 @@ def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | 
               tokenizer_dir: Path | str | None = None, max_len: int | None = None,
               scan: Callable[[Path | str], DatasetScan | Report] | None = None,
               across: Mapping[int, Sequence[EarlierCopy]] | None = None,
-              map_options: MapOptions | None = None) -> Outcome:
+              map_options: MapOptions | None = None, batch: Path | str | None = None) -> Outcome:
     """Every dataset, the eval file (with its overlap against the training files) and the
     tokenizer folder, each in its own report. `scan`: where the scans come from when they
     were made beforehand (judge/parallel.py: on worker processes or a cluster); `across`:
@@ -377,6 +377,13 @@ def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | 
     if tokenizer_dir is not None:
         conversational = any(s.conversational for s in scans) if scans else None
         reports.append(judge_tokenizer(tokenizer_dir, config, conversational=conversational))
+    # The labels against the model's config.json, --train-config's loss and --batch (judge/labels.py).
+    from .labels import preflight_labels
+
+    labelled = preflight_labels(paths, config, eval_path=eval_path, tokenizer_dir=tokenizer_dir,
+                                train_config=map_options.train_config if map_options else None, batch=batch)
+    if labelled is not None:
+        reports.append(labelled)
     return Outcome(reports=tuple(reports))
 
 

@@ -17,6 +17,7 @@ from . import script_api, script_lora, script_precision, script_run
 from . import dataset, tokenizer, tokens
 from . import token_map
 from . import speech
+from . import labels
 from . import bundle
 from .base import ANY, METRICS, Context, Family, Rule, Skip
 
@@ -113,6 +114,7 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     *token_map.RULES,  # rules/token_map.py: the trained-tokens map of a dataset
     *tokenizer.TOKENIZER_RULES,
     *speech.SPEECH_RULES,  # rules/speech.py: speech/TTS listings and their audio
+    *labels.RULES,  # rules/labels.py: the objective's targets (ignore_index, range, classes, shift)
     *bundle.RULES,  # rules/bundle.py: an output folder's files checked against each other
     SKIPPED_RECORDS,
     NOT_CHECKED,
