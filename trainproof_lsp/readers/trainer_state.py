@@ -114,8 +114,6 @@ def _needs_mapping(data: bytes, found: Any, columns_map: Mapping[str, str] | Non
     a log with another loss key (an eval set named by the user) is read by mapping names."""
     if columns_map or (LOSS not in found and EVAL_LOSS not in found):
         return True
-    if names_objective_series(data[:_OBJECTIVE_HEAD]):  # a DPO/GRPO log: its reward series too
-        return True
     if EVAL_LOSS in found:
         return False
     at = data.find(b'_loss"')
@@ -144,6 +142,8 @@ def read_trainer_state(path: str | Path, data: bytes | None = None, *,
             raise msgspec.ValidationError("log_history is not a list of objects")
         state = _META.decode(data)
         n = len(ranges[0])
+        if names_objective_series(data[:_OBJECTIVE_HEAD]):  # a DPO/GRPO log: its reward series too
+            raise msgspec.ValidationError("read by mapping key names")
         _fast_columns(data, ranges, cols, notes)
         meta_src = {"max_steps": state.max_steps, "logging_steps": state.logging_steps,
                     "best_global_step": state.best_global_step,
