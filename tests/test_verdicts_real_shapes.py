@@ -243,7 +243,7 @@ def test_a_healthy_classifier_is_not_at_chance(tmp_path):
 def test_a_five_point_log_is_not_a_bare_pass(tmp_path):
     rows = [{"step": 10 * (i + 1), "loss": v} for i, v in enumerate([3.47, 3.1, 2.8, 2.5, 2.37])]
     path, report = judge_rows(tmp_path, rows)
-    reason = "5 finite loss points; the trend checks need 10"
+    reason = "5 finite loss points; the trend checks need at least 7, up to 10 as the loss's own noise requires"
     assert skip_reason(report, "TP-DEAD-RUN") == reason
     assert skip_reason(report, "TP-DIVERGE") == reason
     f = only(report, "TP-NOT-CHECKED")

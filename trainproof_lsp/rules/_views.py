@@ -113,8 +113,9 @@ def trend_series(run: Run, minimum: int) -> Series:
 
 
 def too_short_reason(run: Run, minimum: int) -> str:
-    """'5 finite loss points; the trend checks need 10' (and the eval count, if any); when
-    a series has SHORT_FLOOR points or more, what its noise needs instead."""
+    """'5 finite loss points; the trend checks need at least 7, up to 10 as the loss's own
+    noise requires' (and the eval count, if any); when a series has SHORT_FLOOR points or
+    more, what its noise needs instead."""
     step = _finite(run, LOSS) or _finite(run, LOSS_EPOCH)
     ev = _finite(run, EVAL_LOSS)
     parts = []
@@ -131,7 +132,8 @@ def too_short_reason(run: Run, minimum: int) -> str:
         return (f"{' and '.join(parts)}; at the {what}'s own noise ({noise:.3g}) the trend test reaches z "
                 f"{TREND_Z:g} on a fall at its pace, or of {LEARNING_FALL:.0%}, only from {needed} points (the trend "
                 f"checks judge from {SHORT_FLOOR} points when the noise allows, always from {minimum})")
-    return f"{' and '.join(parts)}; the trend checks need {minimum}"
+    return (f"{' and '.join(parts)}; the trend checks need at least {SHORT_FLOOR}, "
+            f"up to {minimum} as the loss's own noise requires")
 
 
 def is_too_short(run: Run, minimum: int) -> str | None:
