@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Mapping
 
-WAIT_S = 60.0  # a ceiling so a deaf server fails the test instead of hanging it
+# A ceiling so a deaf server fails the test instead of hanging it; never a wait, so generous:
+# beside CPU burners and other suites a server start took 13 s of wall time.
+WAIT_S = 180.0
 
 
 def frame(body: bytes) -> bytes:
@@ -161,7 +163,7 @@ class PipeClient(StreamClient):
         self._err_reader.join(timeout=0)
         return b"".join(self._stderr).decode("utf-8", "replace")
 
-    def close(self, timeout: float = 30.0) -> int:
+    def close(self, timeout: float = WAIT_S) -> int:
         """shutdown, exit, and the exit code (killed after `timeout`)."""
         try:
             if self.proc.poll() is None:

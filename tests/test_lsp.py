@@ -15,7 +15,7 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
-from lsp_support import CLIENTS, HF_RUNS, SERVER, Session, by_code
+from lsp_support import CLIENTS, HF_RUNS, SERVER, WAIT_S, Session, by_code
 
 pytestmark = pytest.mark.asyncio
 
@@ -196,9 +196,16 @@ async def test_hover_on_a_finding_shows_the_rule_its_numbers_and_a_sparkline(ses
     diverge = by_code(await session.diagnostics(uri))["TP-DIVERGE"]
     hover = await session.hover(uri, diverge.range.start.line + 2)
     text = hover.contents.value
-    assert "TP-DIVERGE" in text and "Loss ends well above" in text or "TP-DIVERGE" in text
-    assert "max_ratio" in text and "1.5" in text
-    assert "ratio" in text
+    # One part per finding on the line (TP-DEAD-RUN shares it); the TP-DIVERGE part in full.
+    parts = {part.split("**")[1]: part.splitlines() for part in text.split("\n\n---\n\n")}
+    assert sorted(parts) == ["TP-DEAD-RUN", "TP-DIVERGE"]
+    lines = parts["TP-DIVERGE"]
+    assert lines[0] == "**TP-DIVERGE** · FAIL — Loss ends well above its best level and stays there."
+    assert lines[2].startswith("loss level 91.31 at the end (step 120) is 22.23x its best level 4.107 (around step 3); limit 1.5x")
+    assert "| `ratio` | 22.23 |" in lines and "| `best_step` | 3 |" in lines
+    assert [line for line in lines if line.startswith("limits: ")] == [
+        "limits: `eval_tolerance` = 0.05, `max_ratio` = 1.5, `min_points` = 10, `min_regain` = 0.1, "
+        "`min_stay` = 10, `min_stay_fraction` = 0.25"]
     assert any(ch in text for ch in "▁▂▃▄▅▆▇█"), text
     assert "▲" in text
     nothing = await session.hover(uri, 1, 0)
@@ -431,9 +438,9 @@ async def test_long_work_reports_progress_and_can_be_cancelled(session: Session,
                     return token
             await session.client.wait_for_notification("$/progress")
 
-    token = await asyncio.wait_for(first_report(), 30)
+    token = await asyncio.wait_for(first_report(), WAIT_S)
     session.client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
-    result = await asyncio.wait_for(pending, 30)
+    result = await asyncio.wait_for(pending, WAIT_S)
     assert result["status"] == "cancelled"
     assert result["message"] == f"trainproof env {script.name} with {result['python']} ({result['pythonSource']}): cancelled"
     assert session.client.progress_reports[token][-1].kind == "end"

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+from lsp_pipe import WAIT_S
 
 from trainproof_lsp.server.stdio import parse_body
 
@@ -57,7 +58,7 @@ def test_garbage_between_messages_does_not_end_the_server(tmp_path):
     ])
     proc = subprocess.Popen([sys.executable, "-m", "trainproof_lsp", "serve"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    watchdog = threading.Timer(60, proc.kill)
+    watchdog = threading.Timer(WAIT_S, proc.kill)
     watchdog.start()
     try:
         proc.stdin.write(stream)
@@ -83,7 +84,12 @@ def test_garbage_between_messages_does_not_end_the_server(tmp_path):
     assert [(d["code"], d["range"]["start"]["line"]) for p in published for d in p["diagnostics"]] == \
         [("TP-PRE-MALFORMED-JSONL", 1)]
     assert proc.returncode == 0
-    assert b"Traceback" not in stderr or b"Unable to handle message" in stderr
+    # Both bad frames are told to the client and logged; nothing reaches a handler.
+    logged = [m["params"]["message"] for m in messages if m.get("method") == "window/logMessage"]
+    assert logged == ["trainproof-lsp: bad frame skipped: a body of 17 bytes that is not JSON: b'{this is not json'",
+                      "trainproof-lsp: bad frame skipped: a body of 9 bytes that is JSON but not a message "
+                      "object (list): b'[1, 2, 3]'"]
+    assert b"Traceback" not in stderr, stderr.decode()
 
 
 # --- framing that goes wrong: the server resynchronises and keeps answering -----------------

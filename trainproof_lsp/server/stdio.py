@@ -164,20 +164,27 @@ class FrameReader:
             return body
 
     def next_message(self) -> tuple[Any] | None:
-        """The next body that parses as JSON, as a 1-tuple (a body may be `null`); None at
-        the end of the input. A body that does not parse is a frame with a wrong length
-        when a `Content-Length:` follows in it: reading starts again there."""
+        """The next body that parses as a JSON object, as a 1-tuple; None at the end of the
+        input. A body that does not parse is a frame with a wrong length when a
+        `Content-Length:` follows in it: reading starts again there. JSON that is not an
+        object (`null`, a number, a JSON-RPC batch array, which LSP does not have) is
+        skipped and told to the client the same way."""
         while True:
             body = self.next_body()
             if body is None:
                 return None
             try:
-                return (parse_body(body),)
+                data = parse_body(body)
             except (ValueError, RecursionError):
                 at = body.lower().find(_HEADER, 1)
                 if at > 0:  # a Content-Length too long took in the next frame: read it again
                     self.push_back(body[at:])
                 self.bad(f"a body of {len(body)} bytes that is not JSON: {body[:60]!r}")
+                continue
+            if isinstance(data, dict):
+                return (data,)
+            self.bad(f"a body of {len(body)} bytes that is JSON but not a message object "
+                     f"({type(data).__name__}): {body[:60]!r}")
 
 
 def _request_id(data: Any) -> Any:
