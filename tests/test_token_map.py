@@ -483,3 +483,20 @@ def test_span_bisection_agrees_with_transformers_single_pass() -> None:
         marks = sorted(rng.sample(range(0, 210), rng.choice((0, 2, 4, 6))))
         spans = [(marks[i], marks[i + 1]) for i in range(0, len(marks), 2)]
         assert tm._span_tokens(offsets, spans) == tm._merge(tm._span_tokens_pass(offsets, spans))
+
+
+def test_an_unloadable_tokenizer_json_is_not_checked_with_its_reason(tmp_path: Path) -> None:
+    folder = make_tokenizer(tmp_path / "tok")
+    (folder / "tokenizer.json").write_text('{"not": "a tokenizer"}', encoding="utf-8")
+    r = _preflight(tmp_path, folder, TEXT, sample=2)
+    assert r.verdict.value == "NOT-CHECKED"
+    (f,) = r.findings
+    assert f.id == "TP-NOT-CHECKED" and "no token map: " in f.message and "`tokenizers` cannot load it" in f.message
+
+
+def test_a_template_past_its_bounds_is_not_checked_never_a_hang(tmp_path: Path) -> None:
+    folder = make_tokenizer(tmp_path / "tok", template="{% for i in range(10**6) %}{{ 'x' * 1000 }}{% endfor %}")
+    r = _preflight(tmp_path, folder, [{"messages": c} for c in CHAT[:2]])
+    assert r.verdict.value == "NOT-CHECKED"
+    (f,) = [f for f in r.findings if f.id == "TP-NOT-CHECKED"]
+    assert "chat template" in f.message and "\n" not in f.message
