@@ -42,6 +42,7 @@ for name, spec in runs.items():
                              "learning_rate": 2e-5})
     for i, loss in enumerate(spec["losses"]):
         step = 10 * (i + 1)
+        print({"loss": f"{float(loss):.4g}", "epoch": f"{step / 400:.4g}"})  # the console W&B captures too
         wandb.log({"train/loss": float(loss), "train/learning_rate": 2e-5 * (1 - i / len(spec["losses"])),
                    "train/global_step": step, "train/epoch": step / 400})
         if (i + 1) % 20 == 0:
@@ -90,10 +91,19 @@ def record_at(path: Path, offset: int) -> Any:
     from wandb.proto import wandb_internal_pb2
 
     data = path.read_bytes()
-    _, length, kind = struct.unpack_from("<IHB", data, offset)
-    assert kind == 1  # these small records fit in one chunk
+    parts, pos = [], offset
+    while True:  # a record cut across a block boundary: its FIRST ... LAST chunks, joined
+        left = BLOCK - pos % BLOCK
+        if left < 7:
+            pos += left
+            continue
+        _, length, kind = struct.unpack_from("<IHB", data, pos)
+        parts.append(data[pos + 7:pos + 7 + length])
+        pos += 7 + length
+        if kind in (1, 4):
+            break
     record = wandb_internal_pb2.Record()
-    record.ParseFromString(data[offset + 7:offset + 7 + length])
+    record.ParseFromString(b"".join(parts))
     return record
 
 
@@ -146,6 +156,12 @@ def test_doctor_on_the_project_folder_judges_the_offline_run_once(runs):
     outcome = doctor([project], Config())
     metrics = [r for r in outcome.reports if r.artefact.kind == "metrics"]
     assert [(r.artefact.path, r.verdict) for r in metrics] == [(str(runs["healthy"]), Verdict.PASS)]
+    # the run's captured console (the printed dicts) is the same run: passed over, with why
+    console = runs["healthy"].parent / "files" / "output.log"
+    assert "{'loss': '2.45'" in console.read_text(encoding="utf-8")
+    assert (str(console), "the W&B run's captured console: its run is judged once, from the run's "
+                          "run-<id>.wandb") in [(n.path, n.reason) for n in outcome.passed_over]
+    assert judge(console).verdict is Verdict.PASS  # given by itself, it is read as the stdout it is
     code, out, _ = run_cli("doctor", str(project))
     assert code == 0 and f"{runs['healthy']}: PASS" in out
 

@@ -52,6 +52,7 @@ from .preflight import judge_dataset, judge_datasets, judge_tokenizer
 from .speech import judge_speech, judge_speech_paths
 from ..readers.speech import folder_layout as speech_folder
 from .wandb_run import FORMAT as WANDB_FORMAT, read_wandb_run
+from ..readers.wandb_offline import CONSOLE_REASON, is_console_of_run
 
 # Formats whose records are the file's rows in order, so a step going back is a row
 # written later (event files are merged and sorted by step; MLflow numbers each metric
@@ -501,6 +502,9 @@ def doctor(paths: Iterable[Path], config: Config, *,
             continue
         if f.name in RESIDENTS:  # known by name: never opened
             passed_over.append(NotJudged(path=str(f), reason=RESIDENTS[f.name]))
+            continue
+        if is_console_of_run(f):  # a W&B run's captured stdout: one run, judged from its run-<id>.wandb
+            passed_over.append(NotJudged(path=str(f), reason=CONSOLE_REASON))
             continue
         irregular = not_regular(f)  # a FIFO would block the open, /dev/zero never ends
         if irregular:

@@ -44,6 +44,7 @@ since its last poll (a chunk cut by the writer is kept until its end arrives).
 from __future__ import annotations
 
 import json
+import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -436,10 +437,25 @@ def read_wandb_offline(path: str | Path, data: bytes | None = None, *,
     return scan_wandb_offline(path, data, columns=columns).run
 
 
+# W&B's run folder (`offline-run-<time>-<id>`, or `run-<time>-<id>` of an online run) keeps
+# the run's captured console in files/output.log: the same run as its run-<id>.wandb.
+_RUN_FOLDER = re.compile(r"(?:offline-)?run-\d{8}_\d{6}-[A-Za-z0-9]+")
+CONSOLE_REASON = "the W&B run's captured console: its run is judged once, from the run's run-<id>.wandb"
+
+
+def is_console_of_run(path: Path) -> bool:
+    """`wandb/<run folder>/files/output.log` beside its run-<id>.wandb."""
+    run_folder = path.parent.parent
+    if path.name != "output.log" or path.parent.name != "files" or not _RUN_FOLDER.fullmatch(run_folder.name):
+        return False
+    run_id = run_folder.name.rsplit("-", 1)[1]
+    return (run_folder / f"run-{run_id}.wandb").is_file()
+
+
 def looks_like_wandb(head: bytes) -> bool:
     """A file's first bytes are a W&B record log's header."""
     return head[:len(FILE_HEADER)] == FILE_HEADER
 
 
 __all__ = ["FORMAT", "FILE_HEADER", "WandbFeed", "WandbProblem", "WandbRows", "WandbScan", "HistoryRow",
-           "run_meta", "scan_wandb_offline", "read_wandb_offline", "looks_like_wandb"]
+           "run_meta", "scan_wandb_offline", "is_console_of_run", "CONSOLE_REASON", "read_wandb_offline", "looks_like_wandb"]
