@@ -354,6 +354,28 @@ def read_audio(path: str, options: SampleOptions = SampleOptions(), *, max_bytes
     return AudioFacts(path=path, size=size, digest=digest, header=header, samples=stats)
 
 
+def read_header(path: str, *, sndfile: bool | None = None) -> AudioHeader | None:
+    """A file's header facts alone, from its first bytes (WAV, FLAC; other formats through
+    soundfile when it is there); None when the file cannot be read or is not audio. For a
+    corpus's durations without reading its samples (the editor's hover)."""
+    try:
+        with open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(_HEADER_BYTES)
+    except OSError:
+        return None
+    try:
+        if head[:4] == b"RIFF":
+            return wav_header(head, size)[0]
+        if head[:4] == b"fLaC":
+            return flac_header(head)
+        if sndfile if sndfile is not None else soundfile_missing() is None:
+            return _soundfile_header(path)
+    except AudioError:
+        return None
+    return None
+
+
 def _read_many(args: tuple[tuple[str, ...], SampleOptions, int, bool]) -> list[AudioFacts]:
     paths, options, max_bytes, sndfile = args
     return [read_audio(p, options, max_bytes=max_bytes, sndfile=sndfile) for p in paths]
@@ -396,4 +418,5 @@ def is_audio_name(name: str) -> bool:
 
 
 __all__ = ["AudioFacts", "AudioHeader", "SampleStats", "SampleOptions", "AudioError", "read_audio", "scan_audio",
+           "read_header",
            "wav_header", "flac_header", "soundfile_missing", "AUDIO_SUFFIXES", "MAX_AUDIO_BYTES", "is_audio_name"]

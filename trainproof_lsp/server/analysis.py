@@ -227,7 +227,7 @@ class Analyzer:
     def changed(self, doc: LineDocument, edits: list[LineEdit]) -> None:
         kind = self.kinds.get(doc.uri)
         if kind is not None and any(e.start == 0 for e in edits) and kind.kind in ("metrics", "other", "dataset",
-                                                                                   "lfs-pointer"):
+                                                                                   "lfs-pointer", "speech"):
             # The first line decides what a JSON file is; an edit there may change it.
             self.kinds[doc.uri] = kind_of(doc.path, doc.head(HEAD_BYTES).encode("utf-8", "replace"),
                                           self._server.tp.settings.entrypoints)
@@ -335,7 +335,7 @@ class Analyzer:
                 report = session.report()
                 mode = f"incremental: {session.rescanned} line(s) re-scanned"
                 session.rescanned = 0
-        elif kind.lint and kind.kind in ("metrics", "dataset", "script", "config", "lfs-pointer"):
+        elif kind.lint and kind.kind in ("metrics", "dataset", "script", "config", "lfs-pointer", "speech"):
             report, data, note = await self._in_thread(doc, config, kind)
         elif kind.kind == "script":
             note = "training script: no TrainingArguments-family call for the static lint; see the code lenses"

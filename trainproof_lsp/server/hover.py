@@ -135,6 +135,11 @@ async def on_hover(ls: TrainproofServer, params: lsp.HoverParams) -> lsp.Hover |
     line = params.position.line
     here = [f for f in result.findings if (f.location.span is None and line == 0) or (
         f.location.span is not None and f.location.span.start_line <= line <= f.location.span.end_line)]
+    if result.kind.kind == "speech":  # the line's audio facts (server/speech.py), off the loop
+        from .speech import with_audio_hover
+
+        return await with_audio_hover(tp, doc, uri, line, to_hover(here, None, tp.features.hover_markdown,
+                                                                   tp.presentation.shown) if here else None)
     if result.kind.kind == "dataset":  # the row's trained-tokens map (server/token_map.py), off the loop
         from .token_map import with_row_map
 

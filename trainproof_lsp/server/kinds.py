@@ -9,6 +9,8 @@ to judge in it, and model/tokenizer configs get their folder's lenses and checks
     script    engine.judge_file (static lint)  check environment, doctor <output dir>
     config    server/bundle.py (disk: tokenizer  doctor <folder>
               and bundle rules of its folder)
+    speech    engine.judge_file (judge/speech.py:  hover: the line's audio facts (server/speech.py)
+              the listing, its audio on one core)
     binary    from disk only (doctor, watched files)
     lfs-pointer engine.judge_file: a Git LFS pointer in the file's place, one NOT-CHECKED
     other     nothing
@@ -30,7 +32,7 @@ _SCRIPT = by_name("python").suffixes
 
 @dataclass(frozen=True, slots=True)
 class DocKind:
-    kind: str  # metrics | dataset | script | config | binary | lfs-pointer | other
+    kind: str  # metrics | dataset | speech | script | config | binary | lfs-pointer | other
     format: str
     reason: str = ""
     lint: bool = True  # the engine has something to judge in the buffer
@@ -45,7 +47,7 @@ def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKi
         # file by the bundle rules when its folder holds a bundle (server/bundle.py).
         return DocKind("config", path.name)
     detected = detect(path, head)
-    if detected.kind in ("metrics", "dataset", "script"):
+    if detected.kind in ("metrics", "dataset", "script", "speech"):
         return DocKind(detected.kind, detected.format, detected.reason)
     if detected.kind == "lfs-pointer":  # not downloaded: said as the command line says it, whatever the name
         return DocKind(detected.kind, detected.format, detected.reason)
@@ -56,3 +58,4 @@ def kind_of(path: Path, head: bytes, entrypoints: tuple[str, ...] = ()) -> DocKi
         if configured or imports_training_framework(head):
             return DocKind("script", "python", detected.reason, lint=False)
     return DocKind("other", detected.format, detected.reason, lint=False)
+
