@@ -50,6 +50,7 @@ from .dataset_pairs import pair_datasets
 from .bundle import judge_bundles
 from .preflight import judge_dataset, judge_datasets, judge_tokenizer
 from .speech import judge_speech, judge_speech_paths
+from .labels import judge_labels_in
 from ..readers.speech import folder_layout as speech_folder
 from .wandb_run import FORMAT as WANDB_FORMAT, read_wandb_run
 from ..readers.wandb_offline import CONSOLE_REASON, is_console_of_run
@@ -540,6 +541,8 @@ def doctor(paths: Iterable[Path], config: Config, *,
         metric_files.append((f, detected))
     reports.extend(judge_dataset_files(dataset_files, config, roots=[p for p in paths if p.is_dir()]))
     reports.extend(judge_speech_paths(speech_files, config))
+    # The datasets' labels against the folder's model config and script (judge/labels.py).
+    reports.extend(judge_labels_in(dataset_files, files, config))
     reports.extend(_judge_metric_files(metric_files, config, not_judged, also))
     reports.extend(judge_tokenizer_folders(tokenizer_folders, config, passed_over))
     # Each output folder's files checked against each other (judge/bundle.py): one report a folder.
