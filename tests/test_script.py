@@ -50,9 +50,14 @@ def test_zero_lr_through_a_module_constant_points_at_the_constant_too():
 def test_clean_script_passes_with_every_check_run():
     report = lint(SCRIPTS / "train_clean.py")
     assert report.verdict is Verdict.PASS and report.findings == ()
-    # Every static check ran; the one listed as skipped is the import check, which is env's.
+    # Every static check of the config ran; skipped: the model checks (it loads no model)
+    # and the import check, which is env's.
     skipped = [(c.group, c.reason) for c in report.checks if not c.ran]
-    assert skipped == [("TP-ENV-IMPORT-FAIL", IMPORTS_BY_ENV)]
+    no_model = 'the script loads no model with from_pretrained("name or folder")'
+    no_lora = "no LoraConfig(target_modules=...) in the script"
+    assert skipped == [("TP-SCRIPT-FP16-ON-BF16-MODEL", no_model), ("TP-SCRIPT-FP16-WEIGHTS-FULL-TRAIN", no_model),
+                       ("TP-SCRIPT-LORA-TARGETS-NOT-FOUND", no_lora), ("TP-SCRIPT-LORA-TARGETS-PARTIAL", no_lora),
+                       ("TP-ENV-IMPORT-FAIL", IMPORTS_BY_ENV)]
 
 
 def test_values_through_function_constants_arithmetic_star_kwargs_and_attribute_sets(tmp_path):

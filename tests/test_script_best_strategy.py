@@ -123,3 +123,42 @@ def _api_hits(path: Path, transformers, parameters) -> list:
     facts = EnvFacts(path=str(path), python="python", imports_requested=True,
                      api=tuple(ApiProbe(call=c, path=str(path), signature=sig) for c in calls))
     return list(check_keywords(facts, NoLimits(), Context()))
+
+
+def _apply(path: Path, fix) -> str:
+    lines = path.read_text(encoding="utf-8").split("\n")
+    for e in sorted(fix.edits, key=lambda e: (e.span.start_line, e.span.start_char), reverse=True):
+        line = lines[e.span.start_line]
+        lines[e.span.start_line] = line[:e.span.start_char] + e.new_text + line[e.span.end_char:]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("keywords", [k for k, fires in CASES if fires])
+def test_the_fix_makes_the_strategies_match_and_the_real_arguments_construct(tmp_path, keywords):
+    path = script(tmp_path, keywords)
+    (hit,) = [f for f in judge_file(path, Config()).findings if f.id == RULE]
+    assert hit.fix is not None and hit.fix.safe is False
+    path.write_text(_apply(path, hit.fix), encoding="utf-8")
+    assert not [f for f in judge_file(path, Config()).findings if f.id == RULE], path.read_text()
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    fixed = path.read_text().split("TrainingArguments(\n", 1)[1].rsplit(")", 1)[0].replace('output_dir="out",', "")
+    if "evaluation_strategy" in fixed and "evaluation_strategy" not in inspect.signature(
+            transformers.TrainingArguments).parameters:
+        return  # that spelling is TP-SCRIPT-API-UNKNOWN-KEYWORD's (its fix renames it)
+    exec(f"TrainingArguments(output_dir={str(tmp_path / 'out')!r}, report_to=[], {fixed})",  # noqa: S102
+         {"TrainingArguments": transformers.TrainingArguments})
+
+
+def test_save_total_limit_one_gets_load_best_with_matching_strategies(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text('from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="out", '
+                    'eval_strategy="epoch", save_total_limit=1)\n', encoding="utf-8")
+    (hit,) = [f for f in judge_file(path, Config()).findings if f.id == "TP-SCRIPT-BEST-CKPT-DELETED"]
+    assert hit.fix.title == "keep the best checkpoint: load_best_model_at_end=True, save_strategy='epoch'"
+    fixed = _apply(path, hit.fix)
+    assert fixed.splitlines()[1] == ('args = TrainingArguments(output_dir="out", eval_strategy="epoch", '
+                                     "save_total_limit=1, load_best_model_at_end=True, save_strategy='epoch')")
+    path.write_text(fixed, encoding="utf-8")
+    ids = {f.id for f in judge_file(path, Config()).findings}
+    assert not ids & {"TP-SCRIPT-BEST-CKPT-DELETED", RULE}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from ..core.model import Hit, Level, Location, Related
+from ..core.model import Edit, Fix, Hit, Level, Location, Related
 from ..readers.script import ConfigCall, ScriptFacts, Value
 from .base import Context, Family, NoLimits, Rule, Skip
 from ._run_length import number, plan, setting
@@ -264,7 +264,7 @@ def check_best(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[H
             continue
         related = (Related(location=_loc(facts, strategy_v), message=f"evaluation is on: {strategy_v.text}"),) \
             if strategy_v is not None else ()
-        yield Hit(
+        yield Hit(fix=_keep_best_fix(facts, c, strategy),
             message=(f"save_total_limit={limit_v.text} with evaluation on ({strategy}) and "
                      f"load_best_model_at_end={'False' if best is not None else 'unset'}: each save deletes the "
                      "previous checkpoint, the best one included"),
@@ -272,6 +272,33 @@ def check_best(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[H
                       "load_best_model_at_end": False},
             location=_loc(facts, limit_v), related=related,
         )
+
+
+def _keep_best_fix(facts: ScriptFacts, c: ConfigCall, strategy: str | None) -> Fix | None:
+    """load_best_model_at_end=True, with save_strategy matching the eval strategy (the
+    Trainer refuses the option otherwise)."""
+    from ._run_length import set_keyword
+
+    edits = []
+    best = set_keyword(facts, c, "load_best_model_at_end", "True")
+    if best is None:
+        return None
+    edits.append(best)
+    save_v = c.kwargs.get("save_strategy")
+    save = save_v.value.lower() if save_v is not None and save_v.known and isinstance(save_v.value, str) else \
+        ("steps" if save_v is None else None)
+    if save is None or strategy is None:
+        return None
+    if save != strategy:
+        other = set_keyword(facts, c, "save_strategy", repr(strategy))
+        if other is None:
+            return None
+        if other.span == best.span:  # both added after the last keyword: one insertion
+            edits[0] = Edit(span=best.span, new_text=best.new_text + other.new_text)
+        else:
+            edits.append(other)
+    return Fix(title="keep the best checkpoint: load_best_model_at_end=True"
+                     + (f", save_strategy={strategy!r}" if save != strategy else ""), edits=tuple(edits))
 
 
 BEST_RULE = Rule(id="TP-SCRIPT-BEST-CKPT-DELETED", name="best-checkpoint-deleted", level=Level.WARN,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..core.model import Hit, Level, Related
+from ..core.model import Fix, Hit, Level, Related
 from ..readers.script import ConfigCall, ScriptFacts, Value
 from .base import Context, NoLimits, Rule, Skip
+from ._run_length import set_keyword
 from .script import SCRIPT, _configs, _eval_strategy, _flag, _loc, _stand_down
 
 # HF TrainingArguments defaults (transformers/training_args.py), used when the keyword is
@@ -91,12 +92,17 @@ def check(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
         eval_key = "evaluation_strategy" if "evaluation_strategy" in c.kwargs else "eval_strategy"
         named = (("save strategy", save_v), ("eval strategy", eval_v))
         if save != evaluation:
+            # the fix makes the two match: save when evaluating, or (evaluation off)
+            # evaluate when saving
+            key, value = ("save_strategy", evaluation) if evaluation != "no" else (eval_key, save)
+            edit = set_keyword(facts, c, key, repr(value))
+            fix = Fix(title=f"set {key}={value!r} to match", edits=(edit,)) if edit is not None else None
             yield Hit(
                 message=(f"{c.cls}(load_best_model_at_end=True) needs the save and eval strategies to match: "
                          f"{_said(save_v, 'save_strategy', save)}, {_said(eval_v, eval_key, evaluation)}; "
                          f"{c.cls} raises ValueError before training starts"),
                 evidence={"save_strategy": save, "eval_strategy": evaluation, "config": c.cls},
-                location=_loc(facts, best_v), related=_related(facts, *named),
+                location=_loc(facts, best_v), related=_related(facts, *named), fix=fix,
             )
             continue
         if save != "steps":
@@ -109,13 +115,17 @@ def check(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
         if not save_steps or not eval_steps or save_steps < 1 or eval_steps < 1:
             continue  # unknown, or a fraction of the run (HF checks those at train time)
         if save_steps % eval_steps != 0:
+            multiple = max(save_steps // eval_steps, 1) * eval_steps  # the nearest multiple not above it
+            edit = set_keyword(facts, c, "save_steps", f"{multiple:g}")
+            fix = Fix(title=f"set save_steps to {multiple:g} (a multiple of eval_steps {eval_steps:g})",
+                      edits=(edit,)) if edit is not None else None
             yield Hit(
                 message=(f"{c.cls}(load_best_model_at_end=True) with both strategies \"steps\" needs save_steps "
                          f"to be a round multiple of eval_steps: {save_steps:g} is not a multiple of "
                          f"{eval_steps:g}; {c.cls} raises ValueError before training starts"),
                 evidence={"save_steps": save_steps, "eval_steps": eval_steps, "config": c.cls},
                 location=_loc(facts, best_v),
-                related=_related(facts, ("save_steps", save_steps_v), ("eval_steps", eval_steps_v)),
+                related=_related(facts, ("save_steps", save_steps_v), ("eval_steps", eval_steps_v)), fix=fix,
             )
     if not decided and hidden:
         raise Skip(f"not known without running the script: the save/eval strategy of {hidden[0]}(..., **...)")
