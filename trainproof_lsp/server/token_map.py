@@ -98,7 +98,6 @@ class EditorTokenMaps:
 
     def lens_title(self, s: MapSettings, path: Path, data: bytes, version: int, uri: str) -> str | None:
         """"token map: p50 … p95 … p99 … · x% over max length · y% cut · z% train nothing"."""
-        from ..readers import dataset as ds
         from ..readers import token_map as tm
         from ..rules.token_map import length_stats
 
@@ -110,7 +109,7 @@ class EditorTokenMaps:
             title = f"token map: not built ({tok if isinstance(tok, str) else masking})"
         else:
             lines = data.count(b"\n") + 1
-            records = sum(1 for _ in ds.iter_records(path, layout="jsonl", data=data))
+            records = lines  # the stride's count: lines, not parsed rows (one pass over the buffer, not two)
             try:
                 m = tm.map_tokens(path, tok, masking, lines=lines, records=records, layout="jsonl", data=data,
                                   sample=EDITOR_SAMPLE if records > EDITOR_SAMPLE else None)
@@ -229,7 +228,7 @@ async def with_row_map(tp: Any, doc: Any, line: int, hover: Any) -> Any:
     s = settings_of(tp.settings)
     if s is None or line >= doc.line_count():
         return hover
-    text = doc.lines[line]
+    text = doc.line(line)
     if not text.lstrip().startswith("{"):
         return hover
     loop = asyncio.get_running_loop()
