@@ -102,3 +102,33 @@ def test_fix_all_takes_the_safe_fixes_only_and_never_two_overlapping_edits():
     assert [e.new_text for e in fix_all.edit.changes["file:///t.py"]] == ["eval_strategy", "use_cpu"]
     quick = actions("file:///t.py", renames[:1], renames, None)
     assert [(a.kind, a.is_preferred) for a in quick] == [(lsp.CodeActionKind.QuickFix, True), (FIX_ALL, None)]
+
+
+def test_an_env_findings_fix_survives_the_clis_json_into_a_preferred_quick_fix():
+    """checkEnvironment runs the CLI and reads its JSON: the rename of a removed keyword
+    reaches the editor as a preferred quick fix whose edit is the CLI's own."""
+    from trainproof_lsp.core.model import Edit, Finding, Fix, Level, Location, Outcome, Report, Artefact, Span, Verdict
+    from trainproof_lsp.output.render import to_json
+    from trainproof_lsp.server.commands import reports_from_json
+    from trainproof_lsp.server.diagnostics import Presentation, to_diagnostic
+    import json
+
+    line = 'args = TrainingArguments(output_dir="out", evaluation_strategy="epoch")'
+    start = line.index("evaluation_strategy")
+    span = Span(2, start, 2, start + len("evaluation_strategy"))
+    finding = Finding(id="TP-SCRIPT-API-UNKNOWN-KEYWORD", level=Level.FAIL, message="m", evidence={},
+                      location=Location(path="/p/train.py", span=span),
+                      fix=Fix(title="rename evaluation_strategy to eval_strategy",
+                              edits=(Edit(span=span, new_text="eval_strategy"),), safe=True))
+    report = Report(artefact=Artefact(path="/p/train.py", kind="env", format="import-probe"), verdict=Verdict.FAIL,
+                    findings=(finding,), checks=())
+    (back,) = reports_from_json(json.loads(to_json(Outcome(reports=(report,)))))
+    assert back.findings[0].fix == finding.fix
+    how = Presentation(encoding="utf-16", related_information=True, code_description=False,
+                       docs_href=lambda rule_id: None, roots=lambda: ())
+    d = to_diagnostic(back.findings[0], lambda path, n: line if n == 2 else None, how)
+    (action,) = actions("file:///p/train.py", [d], [d], [lsp.CodeActionKind.QuickFix])
+    assert action.is_preferred is True and action.title == "trainproof: rename evaluation_strategy to eval_strategy"
+    (edit,) = action.edit.changes["file:///p/train.py"]
+    assert (edit.range.start.line, edit.range.start.character, edit.range.end.character, edit.new_text) == (
+        2, start, start + len("evaluation_strategy"), "eval_strategy")
