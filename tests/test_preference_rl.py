@@ -590,3 +590,13 @@ def test_accuracy_at_chance_is_within_its_band_of_one_half(tmp_path: Path, accur
             for i in range(1, 13)]
     report = _jsonl(tmp_path, rows)
     assert ("TP-PREF-ACC-AT-CHANCE" in _ids(report)) is fires  # constant: the band is its floor, 0.05
+
+
+def test_entropy_and_kl_of_runs_that_are_not_rl_are_not_judged_as_rl(tmp_path: Path) -> None:
+    # TRL's SFTTrainer logs a token entropy, and KTO a `kl` of another meaning: neither is an RL run.
+    rows = [{"step": i, "loss": 2.0 / i, "entropy": 3.0 if i < 3 else 0.01, "kl": 0.1 * i * i}
+            for i in range(1, 13)]
+    report = _jsonl(tmp_path, rows)
+    assert "TP-RL-ENTROPY-COLLAPSE" not in _ids(report) and "TP-RL-KL-BLOWUP" not in _ids(report)
+    assert _skip_reason(report, "TP-RL-ENTROPY-COLLAPSE").startswith("the entropy is judged for RL runs")
+    assert _skip_reason(report, "TP-RL-KL-BLOWUP").startswith("the KL is judged for RL runs")

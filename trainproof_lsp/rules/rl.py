@@ -17,6 +17,7 @@ from ..core import objectives as ob
 from ..core.model import Hit, Level, Related, Run
 from ._stats import mann_kendall_z, median
 from .base import Context, METRICS, Rule, Skip, fmt, need
+from .objective import RL, objective_of
 from .preference import window_levels
 
 
@@ -256,7 +257,8 @@ text no reward should trust (issue threads: "the reward became 0 and the KL beca
 extremely large").
 What it does not mean: a KL that rises from 0 (the policy is the reference at the first
 step) to a small plateau, as every run's does; nor a resumed log that starts high and
-stays there (no growth within the log).
+stays there (no growth within the log). Judged for RL runs only (KTO logs a `kl` of
+another meaning).
 """
 
 
@@ -271,10 +273,20 @@ class KlLimits:
     growth: float = 10.0
 
 
+def _rl_only(run: Run, what: str) -> None:
+    """Skip unless the run is an RL run: SFT and DPO trainers log a token entropy too, and
+    KTO a KL estimate of another meaning."""
+    got = objective_of(run)
+    if got is None or got[0] is not RL:
+        raise Skip(f"{what} is judged for RL runs (a reward beside frac_reward_zero_std, reward_std, kl or "
+                   "completion lengths); this log is not one")
+
+
 def check_kl(run: Run, limits: KlLimits, ctx: Context) -> Iterator[Hit]:
     kl = run.get(ob.KL)
     if kl is None:
         raise Skip("no kl series in the log")
+    _rl_only(run, "the KL")
     if not kl.all_finite:
         i = next(i for i, v in enumerate(kl.values) if not math.isfinite(v))
         count = sum(1 for v in kl.values if not math.isfinite(v))
@@ -324,7 +336,8 @@ per-token entropy is ~0 samples the same completion every time, so groups score 
 (TP-RL-NO-SIGNAL follows) and nothing new is tried. An early collapse is the signature of a
 learning rate too high or a reward that one short answer maximises.
 What it does not mean: a slow decline over the whole run, which is what RL does to a
-policy; only a collapse in its first part is flagged.
+policy; only a collapse in its first part is flagged. Judged for RL runs only: an SFT or
+DPO run's token entropy (TRL logs it too) falls as it fits its data.
 """
 
 
@@ -341,6 +354,7 @@ class EntropyLimits:
 
 
 def check_entropy(run: Run, limits: EntropyLimits, ctx: Context) -> Iterator[Hit]:
+    _rl_only(run, "the entropy")
     ent = need(run, ob.ENTROPY, limits.min_points, "entropy")
     values = ent.values
     n = len(values)
