@@ -1,0 +1,664 @@
+"""Cases for the metrics family: Runs built from value lists, judged as the engine judges a
+log (judge_run) for the family's whole finding list."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+from trainproof_lsp.core.config import Config
+from trainproof_lsp.core.model import Finding, RecordSpans, Run, RunMeta, Series
+from trainproof_lsp.judge.engine import judge_run
+from trainproof_lsp.rules import Context
+from trainproof_lsp.rules._stats import point_noise
+
+from . import Expect, FamilyCases, Fires, Quiet, RuleCases, straddle
+
+NAN = math.nan
+INF = math.inf
+Values = Sequence[float | None]
+
+
+def run_of(*, every: int = 10, first: int = 10, classes: int | None = None, steps: Sequence[int] | None = None,
+           cols: Mapping[str, Values] | None = None, **series: Values) -> Run:
+    """A run of one record per row: row i is step first + every*i (or steps[i]) on line i;
+    a series holds a point at row i unless its value there is None. `classes` is the number
+    of classes a config.json beside the log would give."""
+    named = {**series, **(cols or {})}
+    n = max(len(v) for v in named.values())
+    at = list(steps) if steps is not None else [first + every * i for i in range(n)]
+    built = {}
+    for name, values in named.items():
+        rows = [i for i, v in enumerate(values) if v is not None]
+        built[name] = Series(name, name, [at[i] for i in rows], [float(v) for v in values if v is not None], rows)
+    spans = RecordSpans(start_lines=range(n), start_chars=[0] * n, end_lines=range(n), end_chars=[1] * n)
+    meta = RunMeta(vocab_size=classes, vocab_source="config.json" if classes else None)
+    return Run(path="metrics.jsonl", format="metrics-jsonl", series=built, record_spans=spans, meta=meta)
+
+
+def context(run: Run) -> Context:
+    # As the engine's: the number of classes from the config.json beside the log.
+    if run.meta.vocab_size:
+        return Context(num_classes=run.meta.vocab_size, num_classes_source=run.meta.vocab_source)
+    return Context()
+
+
+def report(run: Run) -> list[Finding]:
+    return list(judge_run(run, Config()).findings)
+
+
+def falling(n: int, start: float = 3.0, end: float = 1.0) -> list[float]:
+    """A smooth exponential-like fall from `start` to `end` over n points, with a small
+    deterministic wiggle, like a healthy loss."""
+    out = []
+    for i in range(n):
+        t = i / (n - 1)
+        out.append(end + (start - end) * math.exp(-4 * t) + 0.01 * ((i * 7) % 5 - 2) / 2)
+    return out
+
+
+def healthy(n: int = 60) -> list[float]:
+    return falling(n, 2.5, 0.9)
+
+
+def with_at(values: Sequence[float], at: dict[int, float]) -> list[float]:
+    out = list(values)
+    for i, v in at.items():
+        out[i] = v
+    return out
+
+
+def ones(n: int, value: float = 1.0) -> list[float]:
+    return [value] * n
+
+
+def grad_streak(k: float, n: int = 12, at: int = 4) -> Run:
+    """Gradient norms of 1.0 with a streak of k NaNs from point `at`, a healthy loss."""
+    grads = with_at(ones(n), {at + j: NAN for j in range(int(k))})
+    return run_of(loss=healthy(n), grad_norm=grads)
+
+
+def zero_tail(k: float, n: int = 12) -> Run:
+    return run_of(loss=healthy(n)[: n - int(k)] + [0.0] * int(k))
+
+
+def collapse(ratio: float, start: float = 5.0, n: int = 20) -> Run:
+    """A loss of `start` for its first window (4 points of 20), `start * ratio` for its last,
+    falling geometrically between; ten classes."""
+    end = start * ratio
+    mid = [start * (ratio ** ((i + 1) / (n - 7))) for i in range(n - 8)]
+    return run_of(loss=[start] * 4 + mid + [end] * 4, classes=10)
+
+
+def alternating(rel: float, n: int = 10, level: float = 2.0) -> list[float]:
+    """Around `level`, alternating +-rel of it: a relative spread (std/mean) of exactly rel."""
+    return [level * (1 + rel * (1 if i % 2 else -1)) for i in range(n)]
+
+
+def zero_lr_stretch(fraction: float, n: int = 100) -> Run:
+    """A learning rate of 1e-4 with a stretch of zeros (fraction of the n points) in the middle."""
+    k = round(fraction * n)
+    return run_of(loss=healthy(n), lr=[1e-4] * 40 + [0.0] * k + [1e-4] * (n - 40 - k))
+
+
+def repeats(fraction: float, n: int = 20) -> Run:
+    """A loss whose step repeats its predecessor's at fraction of its n points."""
+    k = round(fraction * n)
+    steps = [10 * (i + 1) for i in range(n)]
+    for j in range(k):
+        steps[5 + 3 * j] = steps[4 + 3 * j]
+        for i in range(6 + 3 * j, n):
+            steps[i] = steps[i - 1] + 10
+    return run_of(loss=healthy(n), steps=steps)
+
+
+def cycle3(n: int, a: float = 0.1, level: float = 1.0) -> list[float]:
+    """level, level*e^a, level*e^-a repeated: every median of 10 consecutive points is
+    `level`, and the log-residuals {0, a, -a} have a robust sigma of exactly 1.4826 a."""
+    return [level * math.exp(a * (0, 1, -1)[i % 3]) for i in range(n)]
+
+
+def spike_at(value: float, *, n: int = 50, at: int = 30, up: int = 1, after: float = 1.0,
+             base: list[float] | None = None) -> Run:
+    """A flat loss of 1.0 (or `base`) that jumps to `value` at point `at`, stays there for
+    `up` points, then sits at `after` (x its level) to the end."""
+    values = list(base) if base is not None else ones(n)
+    for j in range(up):
+        values[at + j] = value
+    for j in range(at + up, n):
+        values[j] = values[j] * after
+    return run_of(loss=values)
+
+
+def spike_after_high(distance: float) -> Run:
+    """A first point of 4.0 (before any spike can be judged), a flat 1.0, and a jump to 2.5
+    `distance` points after the 4.0: inside a window of 10 the 4.0 is the window's maximum
+    and 2.5 is not 1.5x it."""
+    d = int(distance)
+    values = [4.0] + ones(39)
+    values[d] = 2.5
+    return run_of(loss=values)
+
+
+def grad_spikes(ratio: float, *, n: int = 40, at: tuple[int, ...] = (25, 26), bump: float = 0.0) -> Run:
+    """Gradient norms of 1.0 with `ratio` at the points `at`, a healthy loss (+bump at them)."""
+    loss = healthy(n)
+    for i in at:
+        loss[i] += bump
+    return run_of(loss=loss, grad_norm=with_at(ones(n), {i: ratio for i in at}))
+
+
+def diverged(ratio: float = 1.6, *, start: float = 3.0, up: int = 30, n: int = 60, lead: int = 6) -> Run:
+    """`lead` points at `start`, a fall to 1.0 by point 20 (a third of a shorter log), then
+    1.0 until the last `up` points, which sit at `ratio`."""
+    to = min(20, n // 3)
+    lead = min(lead, to // 2)
+    fall = [start - (start - 1.0) * (i + 1) / (to - lead) for i in range(to - lead)]
+    body = [start] * lead + fall + ones(n - to)
+    return run_of(loss=body[: n - up] + [ratio] * up)
+
+
+def diverged_with_eval(gap: float) -> Run:
+    """A diverged train loss whose eval loss ends `gap` above its best."""
+    run = diverged()
+    ev: list[float | None] = [None] * 60
+    for k, i in enumerate(range(9, 60, 10)):
+        ev[i] = 1.0 - 0.05 * k
+    ev[59] = (1.0 - 0.05 * 4) * (1 + gap)
+    return run_of(loss=run.series["loss"].values, eval_loss=ev)
+
+
+def at_ln(classes: int, values: Sequence[float]) -> list[float]:
+    return [v * math.log(classes) for v in values]
+
+
+def steady(n: int, start: float, end: float, w: int) -> list[float]:
+    """`w` points at `start`, a straight fall, `w` points at `end`: its level windows read
+    exactly start and end, and its trend is as strong as a trend gets."""
+    return [start] * w + [start + (end - start) * (i + 1) / (n - 2 * w + 1) for i in range(n - 2 * w)] + [end] * w
+
+
+def hump(drop: float, *, n: int = 40, w: int = 8, noise: float = 0.0) -> list[float]:
+    """A first window at 1.0, a rise to 1.1 through the middle, a last window at 1 - drop:
+    its level fell by `drop` with no downward trend (the rise outweighs it), +-noise
+    alternating on every point."""
+    mid = n - 2 * w
+    values = [1.0] * w + [1.0 + 0.1 * (i + 1) / mid for i in range(mid)] + [1.0 - drop] * w
+    return [v + noise * (1 if i % 2 else -1) for i, v in enumerate(values)]
+
+
+def hump_in_noises(k: float, a: float = 0.02) -> Run:
+    """`hump` whose fall is k level noises (point noise / sqrt of the 8-point window) of
+    itself, and at least 2%."""
+    drop = 0.05
+    for _ in range(20):  # the noise moves a little with the drop: settle it
+        drop = k * point_noise(hump(drop, noise=a)) / math.sqrt(8)
+    return run_of(loss=hump(drop, noise=a))
+
+
+def crawl(n: int = 40, *, near: float = 0.05, drop: float = 0.02, classes: int = 1000) -> Run:
+    """A steady fall of `drop` ending `near` above ln(classes)."""
+    w = max(3, min(20, n // 5))
+    end = math.log(classes) * (1 + near)
+    return run_of(loss=steady(n, end / (1 - drop), end, w), classes=classes)
+
+
+def chance_noisy(z: float, *, a: float = 0.05, n: int = 31) -> Run:
+    """A loss alternating +-a around a level whose 3-point medians sit z band-spreads
+    (1.25 x point noise / sqrt 3, the noise from first differences) from ln 2."""
+    spread = 1.25 * 1.4826 * 2 * a / math.sqrt(2) / math.sqrt(3)
+    level = math.log(2) + z * spread - a
+    return run_of(loss=[level + a * (1 if i % 2 else -1) for i in range(n)], classes=2)
+
+
+def settles(k: float, n: int = 60, classes: int = 2) -> Run:
+    """A fall from 3 x ln(C) that jumps to ln(C) for its last k points."""
+    k = int(k)
+    bound = math.log(classes)
+    return run_of(loss=[3 * bound - bound * i / n for i in range(n - k)] + [bound] * k, classes=classes)
+
+
+def accuracies(values: Sequence[float], classes: int | None = None, every: int = 10) -> Run:
+    """Eval accuracies at every 10th row of a healthy run."""
+    n = every * len(values)
+    acc: list[float | None] = [None] * n
+    for k, v in enumerate(values):
+        acc[every * k + every - 1] = v
+    return run_of(loss=healthy(n), eval_accuracy=acc, classes=classes)
+
+
+def overfit(evals: Sequence[float], train: Sequence[float] | None = None, every: int = 10) -> Run:
+    """Eval losses at every 10th row beside a train loss (a healthy fall by default)."""
+    n = every * len(evals)
+    ev: list[float | None] = [None] * n
+    for k, v in enumerate(evals):
+        ev[every * k + every - 1] = v
+    return run_of(loss=list(train) if train is not None else healthy(n), eval_loss=ev)
+
+
+OVERFIT_EVALS = [2.0, 1.7, 1.4, 1.2, 1.0, 1.0, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5]
+
+
+def eval_rise_in_noises(k: float, a: float = 0.05) -> Run:
+    """Evals alternating +-a around 1.0, then three at k eval noises above the lowest
+    level (1 - a)."""
+    base = [1.0 + a * (1 if i % 2 else -1) for i in range(12)]
+    end = 1.3
+    for _ in range(20):
+        end = (1.0 - a) + k * point_noise(base + [end] * 3)
+    return overfit(base + [end] * 3)
+
+
+def train_fall_in_noises(k: float, b: float = 0.02) -> Run:
+    """Evals that rise from step 50 on; a train loss alternating +-b whose last 5 points sit
+    k level noises (point noise / sqrt 5) below the 5 before the best eval."""
+    evals = [1.3, 1.2, 1.1, 1.0, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5]
+    fall = 0.05
+    for _ in range(20):
+        train = [1.0 + b * (1 if i % 2 else -1) - (fall if i >= 95 else 0.0) for i in range(100)]
+        fall = k * point_noise(train) / math.sqrt(5)
+    train = [1.0 + b * (1 if i % 2 else -1) - (fall if i >= 95 else 0.0) for i in range(100)]
+    return overfit(evals, train)
+
+
+LN2 = math.log(2)
+
+
+def dpo(loss: Values, margins: Values, **cols: Values) -> Run:
+    return run_of(loss=loss, cols={"rewards/margins": margins, **{k.replace("__", "/"): v for k, v in cols.items()}})
+
+
+def dpo_share(share: float, n: int = 20) -> Run:
+    """A DPO log whose loss sits at ln 2 with margins 0 at `share` of its n steps after the first."""
+    k = round(share * n)
+    return dpo([LN2] * (k + 1) + [0.5] * (n - k), [0.0] * (k + 1) + [0.5] * (n - k))
+
+
+def margins_hump(k: float, b: float = 0.05, n: int = 40, w: int = 8) -> Run:
+    """Reward margins from 0 up to 1 and falling back to an end that is k level noises above
+    the start (no upward trend), +-b alternating."""
+    def build(end: float) -> list[float]:
+        mid = n - 2 * w
+        values = [0.0] * w + [1.0 - (1.0 - end) * (i + 1) / mid for i in range(mid)] + [end] * w
+        return [v + b * (1 if i % 2 else -1) for i, v in enumerate(values)]
+    end = 0.1
+    for _ in range(20):
+        end = k * point_noise(build(end)) / math.sqrt(w)
+    return dpo(ones(n, 0.6), build(end))
+
+
+def pref_accuracy(z: float, s: float = 0.3, m: int = 10) -> Run:
+    """Reward accuracies whose second half (m points) alternates +-s around 0.5 + z
+    standard errors of its mean."""
+    spread = s * math.sqrt(m / (m - 1))
+    level = 0.5 + z * spread / math.sqrt(m)
+    half = [level + s * (1 if i % 2 else -1) for i in range(m)]
+    return run_of(loss=falling(2 * m, LN2, 0.3), cols={"rewards/accuracies": ones(m, 0.6) + half})
+
+
+def displaced(share: float = 1.0, n: int = 40, w: int = 8, noise: float = 0.0, fall: float = 20.0) -> Run:
+    """Chosen and rejected log-probs that both fall by `fall`; the chosen one stays just
+    above its start until `share` of the points after its first window are left."""
+    after = n - w
+    k = round(share * after)
+    chosen = [-100.0] * w + [-99.9] * (after - k) + [-100.0 - fall * (i + 1) / (k - w) for i in range(k - w)] + [-100.0 - fall] * w
+    rejected = [-100.0 - 20.0 * i / n for i in range(n)]
+    chosen = [v + noise * (1 if i % 2 else -1) for i, v in enumerate(chosen)]
+    return run_of(loss=falling(n, LN2, 0.3), cols={"logps/chosen": chosen, "logps/rejected": rejected})
+
+
+def displaced_in_noises(k: float, b: float = 0.5) -> Run:
+    """Both log-probs fall steadily; the chosen one by k of its level noises (+-b alternating)."""
+    fall = 5.0
+    for _ in range(20):
+        fall = k * point_noise(displaced(n=100, w=20, noise=b, fall=fall).series["logps/chosen"].values) / math.sqrt(20)
+    return displaced(n=100, w=20, noise=b, fall=fall)
+
+
+CASES: dict[str, RuleCases] = {
+    "TP-NAN": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=with_at(healthy(12), {3: NAN, 8: INF})),
+                    hits=(Expect(message='loss is nan at step 40; 2 of 12 logged losses are not finite (limit 0)',
+                           evidence={'first_step': 40, 'count': 2, 'points': 12}, line=3),),
+                    family=('TP-NAN',)),
+        quiet=Quiet(subject=lambda: run_of(loss=healthy(12))),
+    ),
+    "TP-NAN-GRAD": RuleCases(
+        fires=Fires(subject=lambda: grad_streak(4), hits=(Expect(message='gradient norm is nan for 4 logged step(s) in a row from step 50 (limit: fewer than 3 in a row, and finite at the end)',
+                           evidence={'first_step': 50, 'streak': 4, 'at_end': False}, line=4),),
+                    family=('TP-NAN-GRAD',)),
+        quiet=(Quiet(subject=lambda: grad_streak(1)), Quiet(subject=lambda: run_of(loss=healthy(12), grad_norm=ones(12)))),
+        straddles=(straddle("max_streak", 3, grad_streak, fire=3, quiet=2),),
+    ),
+    "TP-GRAD-OVERFLOW": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=healthy(12), grad_norm=with_at(ones(12), {2: INF, 6: NAN, 7: NAN})),
+                    hits=(Expect(message='2 isolated gradient-norm overflow(s) at step(s) 30, 70, each followed by finite steps: consistent with fp16 dynamic loss scaling skipping those steps',
+                           evidence={'count': 2, 'first_step': 30, 'points': 12}, line=2),),
+                    family=('TP-GRAD-OVERFLOW',)),
+        quiet=Quiet(subject=lambda: grad_streak(4)),
+        straddles=(straddle("max_streak", 3, grad_streak, fire=2, quiet=3),),
+    ),
+    "TP-ZERO-LOSS": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=[0.0] * 5), hits=(Expect(message='all 5 logged losses are exactly 0 (steps 10-50)',
+                           evidence={'points': 5, 'first_step': 10, 'last_step': 50}, line=0),),
+                    family=('TP-ZERO-LOSS',)),
+        quiet=(Quiet(subject=lambda: run_of(loss=[0.0, 0.0, 1e-9])),
+               Quiet(subject=lambda: run_of(loss=[0.0, 0.0]), skip="this check needs at least 3")),
+    ),
+    "TP-ZERO-LOSS-ONSET": RuleCases(
+        fires=Fires(subject=lambda: zero_tail(4), hits=(Expect(message='loss is exactly 0 from step 90 to the end (4 points; limit 3); it was 1.035 at step 80',
+                           evidence={'onset_step': 90, 'zero_points': 4, 'last_nonzero': 1.0355}, line=8),),
+                    family=('TP-ZERO-LOSS-ONSET',)),
+        quiet=(Quiet(subject=lambda: zero_tail(2)),
+               Quiet(subject=lambda: run_of(loss=[0.0] * 6), skip="reported by TP-ZERO-LOSS")),
+        straddles=(straddle("min_tail", 3, zero_tail, fire=3, quiet=2),),
+    ),
+    "TP-ZERO-GRAD": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=ones(30, 2.0), grad_norm=[0.0] * 30), hits=(Expect(message='all 30 logged gradient norms are exactly 0 (steps 10-300)',
+                           evidence={'points': 30, 'first_step': 10, 'last_step': 300}, line=0),),
+                    family=('TP-FLAT', 'TP-ZERO-GRAD', 'TP-DEAD-RUN')),
+        quiet=(Quiet(subject=lambda: run_of(loss=healthy(30), grad_norm=[0.0] * 30), skip="the logged norm is not"),
+               Quiet(subject=lambda: run_of(loss=healthy(30), grad_norm=[0.0] * 29 + [1e-3]))),
+        straddles=(straddle("improved_drop", 0.1, lambda d: run_of(
+            loss=ones(10, 2.0) + [2.0 - 2.0 * d * (i + 1) / 11 for i in range(10)] + ones(10, 2.0 * (1 - d)),
+            grad_norm=[0.0] * 30), fire=0.09, quiet=0.11, skip="the logged norm is not"),),
+    ),
+    "TP-NEGATIVE-LOSS": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=with_at(healthy(12), {5: -0.2, 9: -0.5, 10: -0.1}), classes=4),
+                    hits=(Expect(message='train loss is negative at 3 of 12 points (steps 10-120), first -0.2 at step 60, lowest -0.5 at step 100: a cross-entropy over 4 classes (from config.json) is never below 0',
+                           evidence={'count': 3, 'points': 12, 'first_step': 60, 'first_value': -0.2, 'min_value': -0.5, 'num_classes': 4}, line=5),),
+                    family=('TP-NEGATIVE-LOSS',)),
+        quiet=(Quiet(subject=lambda: run_of(loss=healthy(12), classes=4)),
+               Quiet(subject=lambda: run_of(loss=with_at(healthy(12), {5: -0.2})), skip="number of classes unknown")),
+    ),
+    "TP-LOSS-COLLAPSE": RuleCases(
+        fires=Fires(subject=lambda: collapse(1e-4), hits=(Expect(message='loss collapsed from 5 to 0.0005 over steps 10-200 (20 points; medians of the first and last 4): 0.0001 of its start (limit 0.001) and below 0.01; a real task keeps a floor — check for labels leaking into the inputs or a degenerate target',
+                           evidence={'start_level': 5.0, 'end_level': 0.0005, 'ratio': 0.0001}, line=19),),
+                    family=('TP-LOSS-COLLAPSE',)),
+        quiet=(Quiet(subject=lambda: collapse(0.01)),
+               Quiet(subject=lambda: run_of(loss=collapse(1e-4).series["loss"].values), skip="number of classes unknown")),
+        straddles=(straddle("max_ratio", 1e-3, collapse, fire=0.9e-3, quiet=1.1e-3),
+                   straddle("max_end", 0.01, lambda e: collapse(e / 20.0, start=20.0), fire=0.0099, quiet=0.0101)),
+    ),
+    "TP-FLAT": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=alternating(2e-5, 12)), hits=(Expect(message='loss stays at 2 over 12 points (steps 10-120): relative spread 2e-05 < limit 0.0001; judged on the train loss per logged point, points 1-12 of 12 (steps 10-120); the spread is over all its points',
+                           evidence={'mean': 2.0, 'relative_spread': 2e-05, 'points': 12}, line=0),),
+                    family=('TP-FLAT', 'TP-DEAD-RUN')),
+        quiet=(Quiet(subject=lambda: run_of(loss=healthy(12))),
+               Quiet(subject=lambda: run_of(loss=[0.0] * 8), skip="reported by TP-ZERO-LOSS")),
+        straddles=(straddle("min_points", 5, lambda n: run_of(loss=ones(int(n), 2.0)), fire=5, quiet=4,
+                            skip="this check needs at least 5"),
+                   straddle("max_rel_spread", 1e-4, lambda r: run_of(loss=alternating(r)), fire=0.99e-4, quiet=1.01e-4)),
+    ),
+    "TP-LOSS-ABOVE-UNIFORM": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=falling(20, 5.0, 3.5), classes=10), hits=(Expect(message='loss level 3.532 at the end (steps 180-200) is 1.53x ln(10) = 2.303, the loss of a uniform guess; its best level was 3.532 (limit 1.15x, classes from config.json)',
+                           evidence={'level': 3.532473, 'best_level': 3.532473, 'uniform_bound': 2.302585, 'ratio': 1.534134, 'num_classes': 10, 'step': 180, 'last_step': 200}, line=17),),
+                    family=('TP-LOSS-ABOVE-UNIFORM',)),
+        quiet=(Quiet(subject=lambda: run_of(loss=falling(20, 5.0, 1.5), classes=10)),
+               Quiet(subject=lambda: run_of(loss=falling(20, 5.0, 3.5)), skip="number of classes unknown")),
+        straddles=(straddle("margin", 1.15, lambda m: run_of(loss=ones(10, m * math.log(10)), classes=10),
+                            fire=1.16, quiet=1.14),
+                   straddle("min_points", 3, lambda n: run_of(loss=ones(int(n), 3.0), classes=10), fire=3, quiet=2,
+                            skip="this check needs at least 3")),
+    ),
+    "TP-ZERO-LR": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=healthy(6), lr=[0.0] * 6), hits=(Expect(message='learning rate is 0 at all 6 logged steps (10-60)',
+                           evidence={'points': 6, 'first_step': 10, 'last_step': 60}, line=0),),
+                    family=('TP-ZERO-LR',)),
+        quiet=(Quiet(subject=lambda: run_of(loss=healthy(6), lr=[0.0] * 5 + [1e-5])),
+               Quiet(subject=lambda: run_of(lr=[0.0]), skip="this check needs at least 2")),
+    ),
+    "TP-ZERO-LR-PARTIAL": RuleCases(
+        fires=Fires(subject=lambda: zero_lr_stretch(0.2), hits=(Expect(message='learning rate is 0 at 20 of 100 logged steps (20%; limit 10%), first at step 410; judged on the lr per logged step, points 1-100 of 100 (steps 10-1000); a lone zero between non-zero points is a restart boundary, not counted',
+                           evidence={'zero_points': 20, 'points': 100, 'fraction': 0.2, 'first_step': 410}, line=40),),
+                    family=('TP-ZERO-LR-PARTIAL',)),
+        quiet=(Quiet(subject=lambda: run_of(lr=[0.0] + [1e-4, 5e-5, 0.0] * 10 + [0.0])),
+               Quiet(subject=lambda: zero_lr_stretch(0.05))),
+        straddles=(straddle("max_zero_fraction", 0.1, zero_lr_stretch, fire=0.11, quiet=0.09),),
+    ),
+    "TP-STEP-ORDER": RuleCases(
+        fires=Fires(subject=lambda: repeats(0.15), hits=(Expect(message='train loss step repeats: 3 of 20 points log the step of the point before them, first 50 (limit: fewer than 10%); two writers may share this column',
+                           evidence={'step': 50, 'repeats': 3, 'points': 20}, line=5),),
+                    family=('TP-STEP-ORDER',)),
+        quiet=Quiet(subject=lambda: repeats(0.0)),
+        straddles=(straddle("max_repeat_fraction", 0.1, repeats, fire=0.1, quiet=0.05),),
+    ),
+    "TP-STEP-CLIFF": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=healthy(20), step_time=ones(10, 0.5) + ones(10, 1.5)),
+                    hits=(Expect(message='step time rose from 0.5 s to 1.5 s (3.00x; limit 2.0x), slow from step 110',
+                           evidence={'early_step_time': 0.5, 'late_step_time': 1.5, 'ratio': 3.0, 'slow_from_step': 110}, line=10),),
+                    family=('TP-STEP-CLIFF', 'TP-THROUGHPUT')),
+        quiet=(Quiet(subject=lambda: run_of(loss=healthy(20), step_time=ones(10, 0.5) + ones(10, 0.9))),
+               Quiet(subject=lambda: run_of(loss=healthy(20), step_time=[0.0] * 20), skip="not positive")),
+        straddles=(straddle("max_ratio", 2.0, lambda r: run_of(step_time=ones(10) + ones(10, r)), fire=2.02, quiet=1.98),
+                   straddle("min_points", 6, lambda n: run_of(step_time=ones(int(n) // 2) + ones(int(n) - int(n) // 2, 3.0)),
+                            fire=6, quiet=5, skip="this check needs at least 6")),
+    ),
+    "TP-LOADER-BOUND": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=healthy(8), step_time=ones(8, 0.2), data_time=[0.1, 0.12, 0.15, 0.19, 0.12, 0.11, 0.13, 0.12]),
+                    hits=(Expect(message='data loading takes 60% of the median step (limit 50%); worst at step 40',
+                           evidence={'median_fraction': 0.6, 'steps_compared': 8}, line=3),),
+                    family=('TP-LOADER-BOUND', 'TP-THROUGHPUT')),
+        quiet=(Quiet(subject=lambda: run_of(step_time=ones(8, 0.2), data_time=ones(8, 0.05))),
+               Quiet(subject=lambda: run_of(step_time=ones(8, 0.2) + [None] * 8, data_time=[None] * 8 + ones(8, 0.2)),
+                     skip="too few steps with both")),
+        straddles=(straddle("max_fraction", 0.5, lambda f: run_of(step_time=ones(6), data_time=ones(6, f)), fire=0.51, quiet=0.49),
+                   straddle("min_points", 3, lambda n: run_of(step_time=ones(int(n)), data_time=ones(int(n), 0.9)),
+                            fire=3, quiet=2, skip="this check needs at least 3")),
+    ),
+    "TP-THROUGHPUT": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=healthy(5), throughput=[100.0, 120.0, 110.0, None, 90.0]), hits=(Expect(message='throughput 105 (median of 4 point(s))',
+                           evidence={'throughput': 105.0, 'unit': 'throughput', 'points': 4}, line=4),),
+                    family=('TP-NOT-CHECKED', 'TP-THROUGHPUT')),
+        quiet=(Quiet(subject=lambda: run_of(loss=healthy(5)), skip="no throughput or step-time values"),
+               Quiet(subject=lambda: run_of(loss=healthy(5), step_time=[0.0] * 5), skip="no throughput or step-time values")),
+    ),
+    "TP-LOSS-SCALE-COLLAPSE": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=healthy(10), loss_scale=[65536.0, 131072.0, 2048.0, 512.0, 64.0, 32.0, 16.0, 4.0, 4.0, 2.0]),
+                    hits=(Expect(message='loss scale fell 7 times in a row, from 1.311e+05 to 2, with no growth between; limits: 4 falls in a row ending at 8 or lower',
+                           evidence={'falls': 7, 'from_scale': 131072.0, 'to_scale': 2.0, 'first_step': 30, 'last_step': 100}, line=2),),
+                    family=('TP-LOSS-SCALE-COLLAPSE',)),
+        quiet=(Quiet(subject=lambda: run_of(loss=healthy(10), loss_scale=[65536.0, 32768.0, 16384.0, 8192.0, 4096.0] * 2)),
+               Quiet(subject=lambda: run_of(loss=healthy(10), loss_scale=[64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 4.0, 4.0, 4.0, 4.0]))),
+        straddles=(straddle("min_halvings", 4, lambda k: run_of(loss_scale=[8.0 * 2 ** (int(k) - j) for j in range(int(k) + 1)]),
+                            fire=4, quiet=3),
+                   straddle("max_scale", 8.0, lambda e: run_of(loss_scale=[e * 2 ** (5 - j) for j in range(6)]), fire=7.9, quiet=8.1)),
+    ),
+    "TP-LOSS-SCALE-MIN": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=healthy(8), loss_scale=[4.0, 2.0, 1.0, 1.0, 1.0, 1.0, None, None],
+                                           loss_scale_at_minimum=[None] * 6 + [1.0, 1.0]), hits=(Expect(message='the loss scaler says the loss scale is already at its minimum and stops the run (the last loss scale stated before it: 1); 2 such line(s) (limit 0)',
+                           evidence={'count': 2, 'step': 70}, line=6),),
+                    family=('TP-LOSS-SCALE-MIN',)),
+        quiet=Quiet(subject=lambda: run_of(loss=healthy(8), loss_scale=ones(8, 1.0)), skip="no loss_scale_at_minimum series"),
+    ),
+    "TP-LOSS-SPIKE": RuleCases(
+        fires=Fires(subject=lambda: spike_at(3.0, up=2), hits=(Expect(message='loss jumps to 3 at step 310, 3.00x the level 1 before it (limit 2.0x); recovered; judged on the train loss per logged point, points 1-50 of 50 (steps 10-500); the level before a jump is the median of the 10 points before it, recovery within 10',
+                           evidence={'step': 310, 'value': 3.0, 'level_before': 1.0, 'ratio': 3.0, 'level_after': 1.0, 'spikes': 1, 'points_after': 10}, line=30),),
+                    family=('TP-DEAD-RUN', 'TP-LOSS-SPIKE')),
+        quiet=(Quiet(subject=lambda: spike_at(3.0, up=12)), Quiet(subject=lambda: run_of(loss=cycle3(50, 0.3)))),
+        straddles=(straddle("spike_ratio", 2.0, lambda r: spike_at(r), fire=2.05, quiet=1.95),
+                   straddle("above_max", 1.5, lambda r: spike_at(1.6 * r, base=with_at(ones(50), {27: 1.6})), fire=1.52, quiet=1.48),
+                   straddle("noise_sigmas", 6.0, lambda z: spike_at(math.exp(z * 1.4826 * 0.1), base=cycle3(50)),
+                            fire=6.1, quiet=5.9),
+                   straddle("recover_within", 10, lambda b: spike_at(3.0, up=int(b)), fire=10, quiet=11),
+                   straddle("recover_ratio", 1.2, lambda r: spike_at(3.0, after=r), fire=1.19, quiet=1.21),
+                   straddle("before", 10, spike_after_high, fire=11, quiet=10),
+                   straddle("min_before", 3, lambda i: spike_at(3.0, at=int(i)), fire=3, quiet=2)),
+    ),
+    "TP-LOSS-SPIKE-UNRECOVERED": RuleCases(
+        fires=Fires(subject=lambda: spike_at(3.0, up=4, after=1.5), hits=(Expect(message='loss jumps to 3 at step 310, 3.00x the level 1 before it (limit 2.0x); stays at 1.5 over the next 10 points; judged on the train loss per logged point, points 1-50 of 50 (steps 10-500); the level before a jump is the median of the 10 points before it, recovery within 10',
+                           evidence={'step': 310, 'value': 3.0, 'level_before': 1.0, 'ratio': 3.0, 'level_after': 1.5, 'spikes': 1, 'points_after': 10}, line=30),),
+                    family=('TP-LOSS-SPIKE-UNRECOVERED', 'TP-DEAD-RUN')),
+        quiet=(Quiet(subject=lambda: spike_at(3.0, up=2)), Quiet(subject=lambda: spike_at(3.0, at=45, up=5))),
+        straddles=(straddle("spike_ratio", 2.0, lambda r: spike_at(r, up=12), fire=2.05, quiet=1.95),
+                   straddle("above_max", 1.5, lambda r: spike_at(1.6 * r, up=12, base=with_at(ones(50), {27: 1.6})),
+                            fire=1.52, quiet=1.48),
+                   straddle("noise_sigmas", 6.0, lambda z: spike_at(math.exp(z * 1.4826 * 0.1), up=12, base=cycle3(50)),
+                            fire=6.1, quiet=5.9),
+                   straddle("recover_within", 10, lambda b: spike_at(3.0, up=int(b)), fire=11, quiet=10),
+                   straddle("recover_ratio", 1.2, lambda r: spike_at(3.0, after=r), fire=1.21, quiet=1.19),
+                   straddle("before", 10, lambda d: run_of(loss=list(spike_after_high(d).series["loss"].values)[:12] + ones(20, 2.5)),
+                            fire=11, quiet=10),
+                   straddle("min_before", 3, lambda i: spike_at(3.0, at=int(i), up=20), fire=3, quiet=2)),
+    ),
+    "TP-GRAD-SPIKE": RuleCases(
+        fires=Fires(subject=lambda: grad_spikes(30.0, at=(20, 21, 30)), hits=(Expect(message='gradient norm 30 at step 210 is 30.00x the median 1; 2 point(s) above the limit 10.0x after the start-up phase (to step 50); 1 single-step peak(s) the loss did not notice left out; judged on the grad norm per logged step, points 1-40 of 40 (steps 10-400); each norm also against the median of the 10 before it',
+                           evidence={'max_grad_norm': 30.0, 'median': 1.0, 'ratio': 30.0, 'step': 210, 'spikes': 2, 'startup_end_step': 50, 'quiet_peaks': 1}, line=20),),
+                    family=('TP-GRAD-SPIKE',)),
+        quiet=(Quiet(subject=lambda: grad_spikes(50.0, at=(25,), bump=0.3)), Quiet(subject=lambda: grad_spikes(500.0, at=(25,))),
+               Quiet(subject=lambda: grad_spikes(500.0, at=(1,), bump=0.3))),
+        straddles=(straddle("max_ratio", 10.0, grad_spikes, fire=10.5, quiet=9.5),
+                   straddle("lone_ratio", 100.0, lambda r: grad_spikes(r, at=(25,), bump=0.3), fire=101, quiet=99),
+                   straddle("min_points", 6, lambda n: run_of(grad_norm=ones(int(n) - 2) + [200.0, 1.0]), fire=6, quiet=5,
+                            skip="this check needs at least 6")),
+    ),
+    "TP-DIVERGE": RuleCases(
+        fires=Fires(subject=lambda: diverged(), hits=(Expect(message='loss level 1.6 at the end (step 600) is 1.60x its best level 1 (around step 200); limit 1.5x; judged on the train loss per logged point, points 1-60 of 60 (steps 10-600); levels: rolling medians of 6 points, the end level the last 6',
+                           evidence={'end_level': 1.6, 'best_level': 1.0, 'ratio': 1.6, 'best_step': 200, 'end_step': 600, 'window': 6}, line=59),),
+                    family=('TP-DIVERGE',)),
+        quiet=(Quiet(subject=lambda: run_of(loss=healthy(60))), Quiet(subject=lambda: diverged(up=5)),
+               Quiet(subject=lambda: diverged_with_eval(0.0), skip="the rise is train-side noise")),
+        straddles=(straddle("max_ratio", 1.5, diverged, fire=1.55, quiet=1.45),
+                   straddle("min_regain", 0.1, lambda g: diverged(start=1.0 + 0.6 / g), fire=0.11, quiet=0.09),
+                   straddle("min_stay", 10, lambda p: diverged(up=int(p) + 1), fire=10, quiet=9),
+                   straddle("min_stay_fraction", 0.25, lambda f: diverged(n=24, up=round(f * 24)), fire=0.25, quiet=0.2),
+                   straddle("eval_tolerance", 0.05, diverged_with_eval, fire=0.06, quiet=0.04,
+                            skip="the rise is train-side noise")),
+    ),
+    "TP-DEAD-RUN": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=hump(0.01)), hits=(Expect(message='loss level went from 1 to 0.99 over steps 10-400 (40 points; -1.0%; limit: a fall of at least 2%); no downward trend (z 2.46 > -1.0); levels: start the higher median of the first 4 and first 8 points, end the median of the last 8',
+                           evidence={'start_level': 1.0, 'end_level': 0.99, 'drop': 0.01, 'trend_z': 2.458368, 'level_noise': 0.0}, line=39),),
+                    family=('TP-DEAD-RUN',)),
+        quiet=(Quiet(subject=lambda: run_of(loss=healthy(40))), Quiet(subject=lambda: run_of(loss=hump(0.03))),
+               Quiet(subject=lambda: run_of(loss=[1.0] * 6), skip="the trend checks need at least 7"),
+               Quiet(subject=lambda: run_of(loss=hump(0.0), first=500), skip="a resumed run at its floor")),
+        straddles=(straddle("min_drop", 0.02, lambda d: run_of(loss=hump(d)), fire=0.019, quiet=0.021),
+                   straddle("negligible_drop", 0.005, lambda d: run_of(loss=steady(40, 1.0, 1.0 - d, 8)), fire=0.0049, quiet=0.0051),
+                   straddle("fall_noise", 2.0, hump_in_noises, fire=1.9, quiet=2.1),
+                   straddle("max_dead_lr", 1e-7, lambda m: run_of(loss=hump(0.05), lr=ones(40, m)), fire=0.99e-7, quiet=1.01e-7),
+                   straddle("eval_worse", 0.1, lambda x: run_of(loss=[2.0, 1.9, 1.8] + [None] * 97,
+                            eval_loss=[None if i % 10 != 9 else (1.0 if i == 9 else 1.0 + x) for i in range(100)]),
+                            fire=0.11, quiet=0.09),
+                   straddle("near_uniform", 0.1, lambda u: crawl(near=u), fire=0.099, quiet=0.101),
+                   straddle("crawl_drop", 0.03, lambda d: crawl(drop=d), fire=0.029, quiet=0.031),
+                   straddle("crawl_min_points", 20, lambda n: crawl(int(n)), fire=20, quiet=19),
+                   straddle("constant_points", 5, lambda n: run_of(loss=ones(int(n), math.log(2))), fire=5, quiet=4,
+                            skip="the trend checks need at least 7"),
+                   straddle("constant_spread", 1e-4, lambda r: run_of(loss=[math.log(2)] * 5 + [math.log(2) * (1 + r)]),
+                            fire=0.99e-4, quiet=1.01e-4, skip="the trend checks need at least 7"),
+                   straddle("constant_uniform", 0.01, lambda u: run_of(loss=ones(6, math.log(2) * (1 + u))),
+                            fire=0.0099, quiet=0.0101, skip="the trend checks need at least 7")),
+    ),
+    "TP-AT-CHANCE": RuleCases(
+        fires=Fires(subject=lambda: run_of(loss=settles(30).series["loss"].values, classes=2,
+                                           eval_accuracy=[None] * 59 + [0.52]), hits=(Expect(message='loss stays at 0.6931, within 3.0% of ln(2) = 0.6931 (a uniform guess), from step 310 to the end (30 of 60 points, steps 310-600; classes from config.json; band the larger of 3% and 3 spreads of a 6-point median at the point noise 0.01211); eval accuracy 0.52 at step 600 is near chance 1/2 = 0.5',
+                           evidence={'level': 0.6931472, 'uniform_bound': 0.6931472, 'ratio': 1.0, 'num_classes': 2, 'step': 310, 'last_step': 600, 'points': 30, 'band': 0.02079442, 'eval_accuracy': 0.52, 'chance_accuracy': 0.5, 'accuracy_at_chance': True}, line=30),),
+                    family=('TP-AT-CHANCE',)),
+        quiet=(Quiet(subject=lambda: run_of(loss=healthy(60), classes=2)), Quiet(subject=lambda: settles(15)),
+               Quiet(subject=lambda: run_of(loss=ones(30, math.log(2))), skip="number of classes unknown")),
+        straddles=(straddle("tolerance", 0.03, lambda t: run_of(loss=ones(30, math.log(2) * (1 + t)), classes=2),
+                            fire=0.029, quiet=0.031),
+                   straddle("noise_sigmas", 3.0, chance_noisy, fire=2.9, quiet=3.1),
+                   straddle("min_fraction", 1 / 3, lambda f: settles(round(f * 60)), fire=20 / 60, quiet=19 / 60),
+                   straddle("min_points", 10, lambda k: settles(k, n=24), fire=10, quiet=9)),
+    ),
+    "TP-EVAL-ACC-AT-CHANCE": RuleCases(
+        fires=Fires(subject=lambda: accuracies([0.475, 0.525] * 5, classes=2), hits=(Expect(message='eval accuracy (10 evals, steps 100-1000) has median 0.5 and best 0.525: at chance 1/2 = 0.5 (limits: median within 0.05 of it, no eval 0.1 above it; classes from config.json)',
+                           evidence={'median_accuracy': 0.5, 'best_accuracy': 0.525, 'chance_accuracy': 0.5, 'num_classes': 2, 'evals': 10}, line=99),),
+                    family=('TP-LOSS-ABOVE-UNIFORM', 'TP-EVAL-ACC-AT-CHANCE')),
+        quiet=(Quiet(subject=lambda: accuracies([0.5, 0.6, 0.7, 0.75, 0.8, 0.82], classes=2)),
+               Quiet(subject=lambda: accuracies([0.51, 0.5, 0.49, 0.52, 0.5])),
+               Quiet(subject=lambda: accuracies([0.5] * 4), skip="this check needs at least 5")),
+        straddles=(straddle("min_evals", 5, lambda n: accuracies([0.5] * int(n)), fire=5, quiet=4,
+                            skip="this check needs at least 5"),
+                   straddle("constant_share", 0.8, lambda f: accuracies(
+                       [0.7] * round(20 * f) + [0.71 + 0.01 * i for i in range(20 - round(20 * f))]), fire=0.8, quiet=0.75),
+                   straddle("max_constant", 0.95, lambda v: accuracies([v] * 6), fire=0.94, quiet=0.96),
+                   straddle("margin", 0.05, lambda m: accuracies([0.5 + m + 0.002 * (i - 4) for i in range(9)], classes=2),
+                            fire=0.049, quiet=0.051)),
+    ),
+    "TP-OVERFIT": RuleCases(
+        fires=Fires(subject=lambda: overfit([v + 0.01 * (-1) ** i for i, v in enumerate(OVERFIT_EVALS)]), hits=(Expect(message='eval loss (12 evals, steps 100-1200): its level (median of 3 evals) rose from its lowest 1.01 at step 500 to 1.41 over the last 3 evals (to step 1200; 1.40x, 66.1 times its eval-to-eval noise 0.006053; limits 1.4 noise and 5%), rising with z 2.97 (limit 0.5); the best eval 0.99 was at step 600; train loss fell from 1.142 to 0.9324 (median of 5 points each; 31.1 times its level noise, limit 2.0); no checkpoint from step 600 found beside the log',
+                           evidence={'best_eval': 0.99, 'best_step': 600, 'best_level': 1.01, 'end_level': 1.41, 'last_eval': 1.49, 'last_step': 1200, 'ratio': 1.39604, 'eval_noise': 0.006052689, 'rise_z': 2.96923, 'train_at_best': 1.141897, 'train_end': 0.9324143, 'best_checkpoint_exists': False}, line=119),),
+                    family=('TP-OVERFIT',)),
+        quiet=(Quiet(subject=lambda: overfit([2.0, 1.7, 1.4, 1.2, 1.0, 0.9, 0.85, 0.8, 0.78, 0.77, 0.76, 0.75])),
+               Quiet(subject=lambda: overfit(OVERFIT_EVALS, ones(120))),
+               Quiet(subject=lambda: run_of(eval_loss=OVERFIT_EVALS), skip="no train loss")),
+        straddles=(straddle("min_evals", 5, lambda n: overfit([1.2, 1.0, 1.0, 1.2, 1.3, 1.4][-int(n):]), fire=5, quiet=4,
+                            skip="this check needs at least 5"),
+                   straddle("min_rise", 0.05, lambda r: overfit([1.3, 1.2, 1.1, 1.0, 1.0, 1.0, 1.0, 1.0] + [1.0 + r] * 3),
+                            fire=0.051, quiet=0.049),
+                   straddle("rise_noise", 1.4, eval_rise_in_noises, fire=1.5, quiet=1.3),
+                   straddle("several", 3, lambda k: overfit([1.3, 1.2, 1.1] + [1.0] * (8 - int(k)) + [1.2] * int(k)), fire=3, quiet=2),
+                   straddle("smooth", 1, lambda width: overfit([1.2, 1.1] + [1.0] * 3 + [0.9] * int(width) + [1.0] * 3 + [1.04] * 3),
+                            fire=2, quiet=1),
+                   straddle("train_noise", 2.0, train_fall_in_noises, fire=2.2, quiet=1.8)),
+    ),
+    "TP-REWARD-NONFINITE": RuleCases(
+        fires=Fires(subject=lambda: dpo(healthy(10), with_at(ones(10, 0.3), {3: NAN}), logps__chosen=with_at(ones(10, -50.0), {5: INF, 7: NAN})),
+                    hits=(Expect(message='rewards/margins is nan at step 40: 3 non-finite point(s) in 2 reward/log-prob series — rewards/margins (1 of 10), logps/chosen (2 of 10)',
+                           evidence={'series': 'rewards/margins,logps/chosen', 'first_series': 'rewards/margins', 'first_step': 40, 'points': 3}, line=3),),
+                    family=('TP-REWARD-NONFINITE',)),
+        quiet=(Quiet(subject=lambda: dpo(healthy(10), ones(10, 0.3))),
+               Quiet(subject=lambda: run_of(loss=healthy(10)), skip="no reward or log-prob series")),
+    ),
+    "TP-PREF-AT-LN2": RuleCases(
+        fires=Fires(subject=lambda: dpo([LN2] * 12, with_at([0.0] * 12, {5: 0.004, 9: -0.006})), hits=(Expect(message='DPO loss stays at ln 2 = 0.6931 (median 0.6931) with reward margins at 0 (largest |margin| 0.006) at 11 of 11 logged steps after the first (steps 20-120; limits: loss within 0.005 of ln 2, |margin| <= 0.01, at 90% of the steps): the policy ranks the pairs no differently from its reference — a reference that is the policy itself, a beta far too small, or weights that no longer tell the answers apart',
+                           evidence={'points': 11, 'at_ln2': 11, 'share': 1.0, 'median_loss': 0.6931472, 'max_abs_margin': 0.006}, line=1),),
+                    family=('TP-PREF-AT-LN2',)),
+        quiet=(Quiet(subject=lambda: dpo(falling(12, LN2, 0.3), falling(12, 0.0, 2.0))),
+               Quiet(subject=lambda: dpo([LN2] * 5, [0.0] * 5), skip="this check needs at least 6")),
+        straddles=(straddle("loss_band", 0.005, lambda x: dpo([LN2 + x] * 11, [0.0] * 11), fire=0.0049, quiet=0.0051),
+                   straddle("margin_band", 0.01, lambda m: dpo([LN2] * 11, [m] * 11), fire=0.0099, quiet=0.0101),
+                   straddle("min_share", 0.9, dpo_share, fire=0.9, quiet=0.85),
+                   straddle("min_points", 5, lambda k: dpo([LN2] * (int(k) + 1), [0.0] * (int(k) + 1)), fire=5, quiet=4,
+                            skip="this check needs at least 6")),
+    ),
+    "TP-PREF-MARGINS-FLAT": RuleCases(
+        fires=Fires(subject=lambda: dpo(ones(20, 0.69), [0.05 * (1 if i % 2 else -1) + 0.001 * (i % 3) for i in range(20)]),
+                    hits=(Expect(message='reward margins do not rise over 20 logged steps (steps 10-200): 0.001 at the start, 0.001 at the end (medians of 4), a rise of 0 against a level noise of 0.06053 (limit 2 noises), trend z 0.29 (limit 1): the run is not learning the preferences',
+                           evidence={'start_level': 0.001, 'end_level': 0.001, 'rise': 0.0, 'level_noise': 0.06052689, 'trend_z': 0.2919986, 'points': 20, 'window': 4}, line=19),),
+                    family=('TP-PREF-MARGINS-FLAT',)),
+        quiet=(Quiet(subject=lambda: dpo(falling(20, 0.69, 0.3), falling(20, 0.0, 2.0))),
+               Quiet(subject=lambda: dpo([LN2] * 20, [0.0] * 20), skip="TP-PREF-AT-LN2 judges that")),
+        straddles=(straddle("min_points", 10, lambda n: dpo(ones(int(n), 0.69), [0.05 * (1 if i % 2 else -1) for i in range(int(n))]),
+                            fire=10, quiet=9, skip="this check needs at least 10"),
+                   straddle("at_zero", 0.01, lambda a: dpo(ones(12, 0.69), [a * (1 if i % 2 else -1) for i in range(12)]),
+                            fire=0.0101, quiet=0.0099, skip="TP-PREF-AT-LN2 judges that"),
+                   straddle("rise_noise", 2.0, margins_hump, fire=1.9, quiet=2.1)),
+    ),
+    "TP-PREF-ACC-AT-CHANCE": RuleCases(
+        fires=Fires(subject=lambda: pref_accuracy(0.5), hits=(Expect(message='reward accuracy stays at chance: mean 0.55 over the second half of the run (10 points, steps 110-200), within 0.2 of 0.5 (the larger of 0.05 and 2 standard errors 0.1): the chosen answers are ranked above the rejected ones no more often than by chance',
+                           evidence={'mean_accuracy': 0.55, 'band': 0.2, 'stderr': 0.1, 'points': 10}, line=10),),
+                    family=('TP-PREF-ACC-AT-CHANCE',)),
+        quiet=(Quiet(subject=lambda: run_of(loss=ones(20, 0.6), cols={"rewards/accuracies": falling(20, 0.5, 0.9)})),
+               Quiet(subject=lambda: run_of(loss=ones(20, 0.6), cols={"rewards/accuracies": ones(20, 0.5), "rewards/margins": [0.0] * 20}),
+                     skip="TP-PREF-AT-LN2 judges that")),
+        straddles=(straddle("band", 0.05, lambda x: run_of(loss=ones(20, 0.6), cols={"rewards/accuracies": [0.5 + x + 0.001 * (1 if i % 2 else -1) for i in range(20)]}),
+                            fire=0.049, quiet=0.051),
+                   straddle("noise_sigmas", 2.0, pref_accuracy, fire=1.9, quiet=2.1),
+                   straddle("min_points", 10, lambda n: run_of(loss=ones(int(n), 0.6), cols={"rewards/accuracies": ones(int(n), 0.5)}),
+                            fire=10, quiet=9, skip="this check needs at least 10")),
+    ),
+    "TP-PREF-DISPLACEMENT": RuleCases(
+        fires=Fires(subject=lambda: displaced(), hits=(Expect(message='chosen log-probs fall with the rejected ones: chosen -100 -> -120 (trend z -8.33), rejected -101.8 -> -117.8 (z -9.08), medians of 8 over steps 10-400; the chosen log-prob is below its start at 100% of the steps after the first 8 (limits: z <= -2, a fall over 2 level noises, 60% of the steps): the margin grows by pushing both answers down',
+                           evidence={'chosen_start': -100.0, 'chosen_end': -120.0, 'chosen_trend_z': -8.33049, 'rejected_start': -101.75, 'rejected_end': -117.75, 'rejected_trend_z': -9.076156, 'share_below_start': 1.0}, line=39),),
+                    family=('TP-PREF-DISPLACEMENT',)),
+        quiet=(Quiet(subject=lambda: run_of(loss=ones(40, 0.6), cols={"logps/chosen": ones(40, -100.0), "logps/rejected": falling(40, -100, -140)})),
+               Quiet(subject=lambda: displaced(0.3))),
+        straddles=(straddle("min_share", 0.6, displaced, fire=0.625, quiet=0.59375),
+                   straddle("fall_noise", 2.0, displaced_in_noises, fire=2.2, quiet=1.8),
+                   straddle("min_points", 10, lambda n: run_of(loss=ones(int(n), 0.6), cols={"logps/chosen": falling(int(n), -100, -120),
+                                                                                            "logps/rejected": falling(int(n), -100, -130)}),
+                            fire=10, quiet=9, skip="this check needs at least 10")),
+    ),
+    "TP-NAN-EVAL": RuleCases(
+        fires=Fires(subject=lambda: overfit([2.0, 1.5, NAN, 1.2, INF, 1.1]), hits=(Expect(message='eval loss (eval_loss) is nan at step 300; 2 of 6 logged eval losses are not finite (limit 0)',
+                           evidence={'first_step': 300, 'count': 2, 'points': 6}, line=29),),
+                    family=('TP-NAN-EVAL',)),
+        quiet=(Quiet(subject=lambda: overfit([2.0, 1.5, 1.3, 1.2, 1.1, 1.1])),
+               Quiet(subject=lambda: run_of(loss=with_at(healthy(10), {4: NAN})), skip="no eval_loss series")),
+    ),
+}
+
+FAMILY = FamilyCases(cases=CASES, context=context, report=report)

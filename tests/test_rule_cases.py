@@ -1,0 +1,349 @@
+"""Every rule of the registry is proven by cases generated from it (tests/rule_cases/).
+
+For each rule with a check: a firing case asserting the whole list of hits it returns and
+every finding of its family on that subject, a quiet case, and a pair of cases straddling
+each of its default limits. A rule added to the registry without them fails
+`test_every_rule_is_proven` — unless it is in NOT_COVERED below, with a reason. That list
+may only shrink: `test_allowlists_hold_only_what_is_missing` fails while a listed rule has
+cases, so covering a rule forces its removal, and its length is held under a ceiling.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rule_cases import (FamilyCases, RuleCases, Straddle, check, default_limits, describe, evidence_matches,
+                        family_report, limit_fields, line_of)
+from rule_cases import metrics
+from trainproof_lsp.core.model import Hit
+from trainproof_lsp.rules import BY_ID, REGISTRY, Skip
+
+FAMILIES: tuple[FamilyCases, ...] = (metrics.FAMILY,)
+
+CASES: dict[str, tuple[RuleCases, FamilyCases]] = {}
+for _family in FAMILIES:
+    for _id, _cases in _family.cases.items():
+        assert _id not in CASES, f"{_id} has cases in two modules"
+        CASES[_id] = (_cases, _family)
+
+# Rules the engine emits itself (check is None): nothing to call, so no case here; where
+# each is proven instead.
+ENGINE_EMITTED: dict[str, str] = {
+    "TP-APPENDED-RUNS": "the engine's split of appended runs (judge/engine.split_runs): tests/test_log_structure.py",
+    "TP-TB-TRUNCATED": "emitted from an event-file scan (judge/engine.event_file_findings): tests/test_runs.py",
+    "TP-TB-CORRUPT": "emitted from an event-file scan (judge/engine.event_file_findings): tests/test_runs.py",
+    "TP-CMP-UNCOMPARABLE": "emitted by judge/compare.py when two runs share no steps: tests/test_compare.py",
+    "TP-CMP-ERROR": "emitted by judge/compare.py when the baseline cannot be read: tests/test_compare.py",
+    "TP-ENV-ENTRYPOINT-FROM-CWD": "emitted by the env judge from the entrypoint's place: tests/test_every_door.py",
+    "TP-SKIPPED-RECORDS": "emitted by the engine from a reader's notes: tests/test_rules.py",
+    "TP-NOT-CHECKED": "emitted by the engine for what could not be judged: tests/test_not_checked_printed.py",
+}
+
+# Rules with a check that have no cases here yet, by family, and why. May only shrink.
+_RL = ("not yet: GRPO/PPO-family rules; firing and quiet cases and each side of their limits from logs the real "
+       "TRL trainers wrote are in tests/test_preference_rl.py, not yet as Runs built here")
+_COMPARISON = ("not yet: a run judged against its baseline (rules/compare.py, objective_compare.py: a Pair of two "
+               "aligned runs); cases through the CLI are in tests/test_compare.py")
+_CHECKPOINT = ("not yet: checkpoint facts (readers/checkpoint.CheckpointFacts) built in code; cases from files "
+               "written by torch/safetensors are in tests/test_checkpoint.py and test_hostile_checkpoints.py")
+_SCRIPT = ("not yet: script facts (readers/script.ScriptFacts) built in code; cases from scripts are in "
+           "tests/test_script*.py")
+_ENV = ("not yet: environment facts (an import probe's outcome, memory and disk figures) built in code; cases "
+        "through the env judge are in tests/test_env.py and test_script_api.py")
+_DATASET = ("not yet: dataset scans (readers/dataset.DatasetScan), token lengths and token maps built in code; "
+            "cases from files are in tests/test_preflight*.py and test_token_map.py")
+_TOKENIZER = ("not yet: tokenizer files (readers/tokenizer) built in code; cases from folders transformers wrote "
+              "are in tests/test_preflight_tokenizer.py")
+_SPEECH = "not yet: speech scans built in code; cases from listings and audio are in tests/test_speech.py"
+_LABELS = "not yet: label facts built in code; cases from real models and datasets are in tests/test_labels.py"
+_BUNDLE = ("not yet: bundle facts (an output folder's files) built in code; cases from folders are in "
+           "tests/test_bundle.py")
+NOT_COVERED: dict[str, str] = {
+    "TP-RL-NO-SIGNAL": _RL,
+    "TP-RL-SATURATED": _RL,
+    "TP-RL-REWARD-CONSTANT": _RL,
+    "TP-RL-KL-BLOWUP": _RL,
+    "TP-RL-CLIPPED": _RL,
+    "TP-RL-ENTROPY-COLLAPSE": _RL,
+    "TP-RL-LENGTH-HACKING": _RL,
+    "TP-FLOOR-RATIO": _COMPARISON,
+    "TP-END-RATIO": _COMPARISON,
+    "TP-NEG-IMPROVE": _COMPARISON,
+    "TP-IMPROVE-DEFICIT": _COMPARISON,
+    "TP-GRADNORM-RATIO": _COMPARISON,
+    "TP-EVAL-BEST-RATIO": _COMPARISON,
+    "TP-EVAL-END-RATIO": _COMPARISON,
+    "TP-OVERFIT-VS-BASELINE": _COMPARISON,
+    "TP-BAD-BASELINE": _COMPARISON,
+    "TP-CMP-REWARD-BELOW": _COMPARISON,
+    "TP-ENV-CKPT-EMPTY": _CHECKPOINT,
+    "TP-ENV-CKPT-TRUNCATED": _CHECKPOINT,
+    "TP-ENV-CKPT-CORRUPT": _CHECKPOINT,
+    "TP-ENV-CKPT-LEGACY": _CHECKPOINT,
+    "TP-ENV-CKPT-UNREADABLE": _CHECKPOINT,
+    "TP-ENV-CKPT-MISSING": _CHECKPOINT,
+    "TP-CKPT-BAD-HEADER": _CHECKPOINT,
+    "TP-CKPT-UNSAFE-PICKLE": _CHECKPOINT,
+    "TP-CKPT-NONFINITE": _CHECKPOINT,
+    "TP-CKPT-DEAD-TENSOR": _CHECKPOINT,
+    "TP-CKPT-MIXED-DTYPE": _CHECKPOINT,
+    "TP-CKPT-NO-OPTIMIZER": _CHECKPOINT,
+    "TP-CKPT-SHAPE-DRIFT": _CHECKPOINT,
+    "TP-CKPT-KEY-DRIFT": _CHECKPOINT,
+    "TP-SCRIPT-ZERO-LR": _SCRIPT,
+    "TP-SCRIPT-WARMUP-EXCEEDS-RUN": _SCRIPT,
+    "TP-SCRIPT-FP16-BF16": _SCRIPT,
+    "TP-SCRIPT-BEST-CKPT-DELETED": _SCRIPT,
+    "TP-SCRIPT-EVAL-DISABLED": _SCRIPT,
+    "TP-SCRIPT-LOGGING-EXCEEDS-RUN": _SCRIPT,
+    "TP-SCRIPT-BEST-STRATEGY-MISMATCH": _SCRIPT,
+    "TP-SCRIPT-NO-CHECKPOINT-SAVED": _SCRIPT,
+    "TP-SCRIPT-BEST-NEVER-SAVED": _SCRIPT,
+    "TP-SCRIPT-EVAL-NEVER-RUN": _SCRIPT,
+    "TP-SCRIPT-FP16-ON-BF16-MODEL": _SCRIPT,
+    "TP-SCRIPT-FP16-WEIGHTS-FULL-TRAIN": _SCRIPT,
+    "TP-SCRIPT-LORA-TARGETS-NOT-FOUND": _SCRIPT,
+    "TP-SCRIPT-LORA-TARGETS-PARTIAL": _SCRIPT,
+    "TP-ENV-IMPORT-FAIL": _ENV,
+    "TP-ENV-IMPORT-LAZY-FAIL": _ENV,
+    "TP-ENV-IMPORT-OPTIONAL-MISSING": _ENV,
+    "TP-ENV-IMPORT-CRASH": _ENV,
+    "TP-ENV-IMPORT-EXIT": _ENV,
+    "TP-ENV-IMPORT-TIMEOUT": _ENV,
+    "TP-ENV-PYTHON-UNUSABLE": _ENV,
+    "TP-ENV-CWD-MISSING": _ENV,
+    "TP-ENV-ENTRYPOINT-UNREADABLE": _ENV,
+    "TP-ENV-MEM-INFO": _ENV,
+    "TP-ENV-MEM-INSUFFICIENT": _ENV,
+    "TP-ENV-MEM-TIGHT": _ENV,
+    "TP-ENV-MEM-UNKNOWN": _ENV,
+    "TP-ENV-DISK-INFO": _ENV,
+    "TP-ENV-DISK-INSUFFICIENT": _ENV,
+    "TP-ENV-DISK-UNKNOWN": _ENV,
+    "TP-ENV-PRECISION-UNSUPPORTED-GPU": _ENV,
+    "TP-SCRIPT-API-UNKNOWN-KEYWORD": _ENV,
+    "TP-SCRIPT-API-BAD-VALUE": _ENV,
+    "TP-PRE-MALFORMED-JSONL": _DATASET,
+    "TP-PRE-ROW-NOT-CHECKED": _DATASET,
+    "TP-PRE-EMPTY-TEXT": _DATASET,
+    "TP-PRE-MISSING-KEYS": _DATASET,
+    "TP-PRE-EXTRA-KEYS": _DATASET,
+    "TP-PRE-NON-STRING": _DATASET,
+    "TP-PRE-CONTENT-PARTS": _DATASET,
+    "TP-PRE-UNKNOWN-ROLE": _DATASET,
+    "TP-PRE-ASSISTANT-FIRST": _DATASET,
+    "TP-PRE-NO-ASSISTANT": _DATASET,
+    "TP-PRE-EMPTY-ASSISTANT": _DATASET,
+    "TP-PRE-EMPTY-TURN": _DATASET,
+    "TP-PRE-SYSTEM-NOT-FIRST": _DATASET,
+    "TP-PRE-LAST-NOT-ASSISTANT": _DATASET,
+    "TP-PRE-TURNS-NOT-ALTERNATING": _DATASET,
+    "TP-PRE-CHOSEN-EQUALS-REJECTED": _DATASET,
+    "TP-PRE-DUPLICATE-TEXT": _DATASET,
+    "TP-PRE-NEAR-DUPLICATE": _DATASET,
+    "TP-PRE-DUPLICATE-SHARE": _DATASET,
+    "TP-PRE-MOSTLY-DUPLICATES": _DATASET,
+    "TP-PRE-DUPLICATE-ACROSS-FILES": _DATASET,
+    "TP-PRE-EVAL-OVERLAP": _DATASET,
+    "TP-PRE-EVAL-OVERLAP-SHARE": _DATASET,
+    "TP-PRE-EVAL-CONTAMINATED": _DATASET,
+    "TP-PRE-MIXED-FORMATS": _DATASET,
+    "TP-PRE-JSON-ARRAY-IN-JSONL": _DATASET,
+    "TP-PRE-FILE-LAYOUT": _DATASET,
+    "TP-PRE-CONTEXT-OVERFLOW": _DATASET,
+    "TP-PRE-NO-TRAINABLE-TOKENS": _DATASET,
+    "TP-PRE-CHAT-TEMPLATE-ERROR": _DATASET,
+    "TP-MAP-RESPONSE-CUT": _DATASET,
+    "TP-MAP-EOS-NEVER-TRAINED": _DATASET,
+    "TP-MAP-RESPONSE-TEMPLATE-MISSING": _DATASET,
+    "TP-MAP-PAIR-IDENTICAL": _DATASET,
+    "TP-MAP-DOUBLE-BOS": _DATASET,
+    "TP-MAP-LENGTHS": _DATASET,
+    "TP-PRE-MISSING-EOS-TOKEN": _TOKENIZER,
+    "TP-PRE-MISSING-PAD-TOKEN": _TOKENIZER,
+    "TP-PRE-PAD-EQUALS-EOS": _TOKENIZER,
+    "TP-TOK-NO-CHAT-TEMPLATE": _TOKENIZER,
+    "TP-TOK-TEMPLATE-NO-EOS": _TOKENIZER,
+    "TP-TOK-DOUBLE-BOS": _TOKENIZER,
+    "TP-TOK-DOUBLE-BOS-IF-REENCODED": _TOKENIZER,
+    "TP-TOK-MAX-LENGTH-SENTINEL": _TOKENIZER,
+    "TP-TOK-MAX-LENGTH-UNSET": _TOKENIZER,
+    "TP-TOK-ADDED-TOKENS-BEYOND-VOCAB": _TOKENIZER,
+    "TP-SPEECH-BAD-RECORD": _SPEECH,
+    "TP-DATA-MISSING-AUDIO": _SPEECH,
+    "TP-DATA-UNREADABLE-AUDIO": _SPEECH,
+    "TP-DATA-INCONSISTENT-SR": _SPEECH,
+    "TP-DATA-INCONSISTENT-CHANNELS": _SPEECH,
+    "TP-DATA-EMPTY-TRANSCRIPT": _SPEECH,
+    "TP-SPEECH-DURATION-OUTLIER": _SPEECH,
+    "TP-DATA-CHAR-RATE-OUTLIER": _SPEECH,
+    "TP-DATA-DUPLICATES": _SPEECH,
+    "TP-DATA-CLIPPING": _SPEECH,
+    "TP-DATA-SILENCE": _SPEECH,
+    "TP-DATA-UNNORMALIZED": _SPEECH,
+    "TP-DATA-MIXED-SCRIPTS": _SPEECH,
+    "TP-SPEECH-DURATION-MISMATCH": _SPEECH,
+    "TP-SPEECH-OVER-MAX-LEN": _SPEECH,
+    "TP-SPEECH-OUT-OF-CHARSET": _SPEECH,
+    "TP-SPEECH-AUDIO-OUTSIDE": _SPEECH,
+    "TP-SPEECH-EVAL-OVERLAP": _SPEECH,
+    "TP-SPEECH-EVAL-SPEAKERS": _SPEECH,
+    "TP-TOK-HIGH-OOV": _SPEECH,
+    "TP-TOK-HIGH-TPS": _SPEECH,
+    "TP-OBJ-IGNORE-INDEX-COLLISION": _LABELS,
+    "TP-OBJ-TARGET-OUT-OF-RANGE": _LABELS,
+    "TP-OBJ-DEAD-CLASS": _LABELS,
+    "TP-OBJ-LABEL-SHIFT-DOUBLE": _LABELS,
+    "TP-BUNDLE-STOP-TOKEN": _BUNDLE,
+    "TP-BUNDLE-SPECIAL-ID-MISMATCH": _BUNDLE,
+    "TP-BUNDLE-VOCAB-BEYOND-EMBEDDINGS": _BUNDLE,
+    "TP-BUNDLE-NEW-TOKENS-NOT-SAVED": _BUNDLE,
+    "TP-BUNDLE-ADAPTER-TARGETS-NONE": _BUNDLE,
+    "TP-BUNDLE-ADAPTER-TARGETS-PARTIAL": _BUNDLE,
+    "TP-BUNDLE-LORA-B-ZERO": _BUNDLE,
+    "TP-BUNDLE-LORA-RANK-MISMATCH": _BUNDLE,
+    "TP-BUNDLE-INDEX-MISMATCH": _BUNDLE,
+    "TP-BUNDLE-ZERO-ELEMENT-TENSORS": _BUNDLE,
+    "TP-BUNDLE-NO-LM-HEAD": _BUNDLE,
+}
+
+# Limits of covered rules that have no straddling pair, and why: a limit the rule does not
+# read on its default path cannot be straddled on its own; a case that only looked like it
+# would prove nothing.
+_Z = ("a Mann-Kendall z of the whole series: a pair on either side of it needs a series built to a given "
+      "count of ordered pairs, not yet written")
+_TREND_POINTS = ("min_points is the trend series' ceiling (rules/_views.trend_series): from 7 points a series is "
+                 "judged as soon as the trend test has the power to see its own pace of change, and the shapes "
+                 "this rule fires on change fast, so 9 and 10 points are judged alike; the floor of 7 is what "
+                 "decides, and it is not this limit")
+NOT_STRADDLED: dict[tuple[str, str], str] = {
+    ("TP-ZERO-GRAD", "improved_z"): _Z,
+    ("TP-LOSS-COLLAPSE", "min_points"): _TREND_POINTS,
+    ("TP-DIVERGE", "min_points"): _TREND_POINTS,
+    ("TP-DEAD-RUN", "min_points"): _TREND_POINTS,
+    ("TP-DEAD-RUN", "max_trend_z"): _Z,
+    ("TP-DEAD-RUN", "resumed_fall_z"): _Z,
+    ("TP-DEAD-RUN", "resumed_rise_z"): _Z,
+    ("TP-DEAD-RUN", "recent"): ("the head without the last `recent` points is judged by its own end window's median, "
+                                "so a late jump decides only once it fills half that window too: the pair sits at "
+                                "recent + w/2, not at `recent` alone"),
+    ("TP-DEAD-RUN", "recent_fraction"): "as `recent`: the fraction only shortens it for logs under 40 points",
+    ("TP-GRAD-SPIKE", "before"): "not yet: a norm's recent level against a run whose norms step up inside the window",
+    ("TP-GRAD-SPIKE", "fallen"): "not yet: a spike on either side of the loss's half-fall mark",
+    ("TP-GRAD-SPIKE", "max_startup"): "not yet: a spike on either side of the first 10% of a slowly falling run",
+    ("TP-GRAD-SPIKE", "quiet_sigmas"): "not yet: a single-step peak with the loss moving 3 of its noises",
+    ("TP-GRAD-SPIKE", "quiet_before"): "not yet: the loss level before a peak from 5 vs 6 points",
+    ("TP-AT-CHANCE", "accuracy_margin"): ("never decides whether the rule fires: it only sets the evidence's "
+                                          "accuracy_at_chance and the message's 'is'/'is not near chance'"),
+    ("TP-OVERFIT", "rise_z"): _Z,
+    ("TP-OVERFIT", "train_window"): "not yet: a train fall that 5-point medians see and 4- or 6-point ones do not",
+    ("TP-PREF-MARGINS-FLAT", "min_trend_z"): _Z,
+    ("TP-PREF-DISPLACEMENT", "max_trend_z"): _Z,
+}
+
+# NOT_COVERED's length may only go down: lower this when you cover a rule.
+NOT_COVERED_CEILING = len(NOT_COVERED)
+
+
+def _context(rule_id: str, subject: Any) -> Any:
+    cases, family = CASES[rule_id]
+    return (cases.context or family.context)(subject)
+
+
+def _run(rule_id: str, subject: Any) -> list[Hit] | Skip:
+    return check(rule_id, subject, _context(rule_id, subject))
+
+
+# --- the registry's coverage -------------------------------------------------------------
+
+@pytest.mark.parametrize("rule_id", [r.id for r in REGISTRY])
+def test_every_rule_is_proven(rule_id):
+    rule = BY_ID[rule_id]
+    if rule.check is None:
+        assert rule_id in ENGINE_EMITTED, f"{rule_id} has no check: say in ENGINE_EMITTED where it is proven"
+        return
+    if rule_id in NOT_COVERED:
+        assert rule_id not in CASES
+        return
+    assert rule_id in CASES, f"{rule_id} has no cases in tests/rule_cases/ (nor a reason in NOT_COVERED)"
+    cases, _ = CASES[rule_id]
+    assert cases.quiets(), f"{rule_id} has no quiet case"
+    straddled = [s.limit for s in cases.straddles]
+    assert len(straddled) == len(set(straddled)), f"{rule_id}: a limit straddled twice"
+    fields = limit_fields(rule)
+    missing = [f for f in fields if f not in straddled and (rule_id, f) not in NOT_STRADDLED]
+    assert not missing, f"{rule_id}: no straddling pair for limit(s) {missing} (nor a reason in NOT_STRADDLED)"
+    assert set(straddled) <= set(fields), f"{rule_id}: straddles name no limit of the rule: {set(straddled) - set(fields)}"
+
+
+def test_allowlists_hold_only_what_is_missing():
+    engine = {r.id for r in REGISTRY if r.check is None}
+    assert set(ENGINE_EMITTED) == engine
+    for rule_id in NOT_COVERED:
+        assert rule_id in BY_ID and BY_ID[rule_id].check is not None, f"{rule_id}: not a rule with a check"
+        assert rule_id not in CASES, f"{rule_id} has cases now: remove it from NOT_COVERED"
+    for rule_id, limit in NOT_STRADDLED:
+        assert rule_id in CASES, f"{rule_id}: list the rule in NOT_COVERED, not its limits"
+        assert limit in limit_fields(BY_ID[rule_id]), f"{rule_id} has no limit {limit}"
+        assert limit not in {s.limit for s in CASES[rule_id][0].straddles}, \
+            f"{rule_id}.{limit} is straddled now: remove it from NOT_STRADDLED"
+    assert set(CASES) <= set(BY_ID), f"cases for rules not in the registry: {set(CASES) - set(BY_ID)}"
+    assert len(NOT_COVERED) <= NOT_COVERED_CEILING
+
+
+# --- the cases ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_fires_with_the_whole_finding_list(rule_id):
+    cases, family = CASES[rule_id]
+    subject = cases.fires.subject()
+    result = _run(rule_id, subject)
+    assert not isinstance(result, Skip), f"{rule_id} skipped its firing case: {result}"
+    expected = cases.fires.hits
+    assert expected, f"{rule_id}: a firing case must expect at least one hit"
+    assert len(result) == len(expected), describe(result)
+    for hit, want in zip(result, expected):
+        assert hit.message == want.message, describe(result)
+        assert evidence_matches(hit.evidence, want.evidence), describe(result)
+        assert line_of(hit) == want.line, describe(result)
+    report = family.report or family_report(rule_id, cases.context or family.context)
+    findings = report(subject)
+    assert tuple(f.id for f in findings) == cases.fires.family, [(f.id, f.message) for f in findings]
+    assert rule_id in cases.fires.family
+
+
+@pytest.mark.parametrize("rule_id,index", [(i, k) for i in sorted(CASES) for k in range(len(CASES[i][0].quiets()))])
+def test_quiet(rule_id, index):
+    quiet = CASES[rule_id][0].quiets()[index]
+    result = _run(rule_id, quiet.subject())
+    if quiet.skip is None:
+        assert result == [], describe(result)
+    else:
+        assert isinstance(result, Skip) and quiet.skip in str(result), describe(result)
+
+
+def _straddles() -> list[tuple[str, str]]:
+    return [(i, s.limit) for i in sorted(CASES) for s in CASES[i][0].straddles]
+
+
+def _straddle(rule_id: str, limit: str) -> Straddle:
+    (s,) = [s for s in CASES[rule_id][0].straddles if s.limit == limit]
+    return s
+
+
+@pytest.mark.parametrize("rule_id,limit", _straddles())
+def test_each_default_limit_is_straddled(rule_id, limit):
+    s = _straddle(rule_id, limit)
+    assert getattr(default_limits(BY_ID[rule_id]), limit) == s.default, \
+        f"{rule_id}.{limit}'s default changed: move its straddling pair to the new value"
+    # The two values lie on either side of the default, the firing one on the side that fires.
+    assert min(s.fire, s.quiet) <= s.default <= max(s.fire, s.quiet) and s.fire != s.quiet
+    fired = _run(rule_id, s.at(s.fire))
+    assert isinstance(fired, list) and fired, f"{rule_id} does not fire at {limit}={s.fire}: {describe(fired)}"
+    quiet = _run(rule_id, s.at(s.quiet))
+    if s.skip is None:
+        assert quiet == [], f"{rule_id} fires at {limit}={s.quiet}: {describe(quiet)}"
+    else:
+        assert isinstance(quiet, Skip) and s.skip in str(quiet), describe(quiet)
