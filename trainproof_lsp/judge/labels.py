@@ -56,10 +56,6 @@ def judge_labels(datasets: Sequence[Path | str], config: Config, *, eval_paths: 
             settings = read_loss_settings(Path(script))
         except (ReadError, OSError) as e:
             notes.append(f"{script}: loss settings not read ({getattr(e, 'strerror', None) or e})")
-    cols = [c for p in datasets if "://" not in str(p) and Path(p).suffix.lower() in _LABEL_SUFFIXES
-            and (c := _column(Path(p), "train", notes)) is not None]
-    cols += [c for p in eval_paths if "://" not in str(p) and Path(p).suffix.lower() in _LABEL_SUFFIXES
-             and (c := _column(Path(p), "eval", notes)) is not None]
     got_batch: LabelColumn | None = None
     if batch is not None:
         try:
@@ -81,11 +77,15 @@ def judge_labels(datasets: Sequence[Path | str], config: Config, *, eval_paths: 
             model = read_model_labels(config_path)
         except (ReadError, OSError) as e:
             notes.append(f"{config_path}: not read ({getattr(e, 'strerror', None) or e})")
+    if model is None and got_batch is None and not findings and not notes and \
+            (settings is None or settings.causal_lm is None):
+        return None  # nothing says what the output layer is: the datasets are not read again
+    cols = [c for p in datasets if "://" not in str(p) and Path(p).suffix.lower() in _LABEL_SUFFIXES
+            and (c := _column(Path(p), "train", notes)) is not None]
+    cols += [c for p in eval_paths if "://" not in str(p) and Path(p).suffix.lower() in _LABEL_SUFFIXES
+             and (c := _column(Path(p), "eval", notes)) is not None]
     if not cols and got_batch is None and not findings:
         return None  # no label column, no batch: nothing of the objective to judge
-    if model is None and got_batch is None and not findings and \
-            (settings is None or settings.causal_lm is None):
-        return None  # labels, but nothing saying what the output layer is
     facts = LabelFacts(model=model, data=tuple(cols), script=settings, batch=got_batch)
     found, checks = run_rules(RULES, facts, None, config)
     findings.extend(found)
