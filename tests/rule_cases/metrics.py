@@ -315,6 +315,38 @@ def displaced_in_noises(k: float, b: float = 0.5) -> Run:
     return displaced(n=100, w=20, noise=b, fall=fall)
 
 
+def grpo(n: int = 20, **cols: Values) -> Run:
+    """A GRPO log: a surrogate loss near 0, a reward and its spread, and the series given
+    (their names with "/" written "__")."""
+    series: dict[str, Values] = {"reward": falling(n, 0.2, 0.8), "reward_std": ones(n, 0.3)}
+    series.update({k.replace("__", "/"): v for k, v in cols.items()})
+    return run_of(loss=[0.01 * (i % 3) for i in range(n)], cols=series)
+
+
+def no_signal(k: float = 10, *, n: int = 20, value: float = 0.95, rise: float = 0.0) -> Run:
+    """frac_reward_zero_std at 0.2, then at `value` for its last k points; the reward is 1.0
+    for its first window (a fifth of the run, 3 to 20 points) and 1 + rise after."""
+    k, w = int(k), max(3, min(20, n // 5))
+    return grpo(n, frac_reward_zero_std=ones(n - k, 0.2) + ones(k, value), reward=ones(w) + ones(n - w, 1.0 + rise))
+
+
+def entropy(drop: float = 0.02, *, n: int = 20, first: float = 2.0, at: int = 5, end: float | None = None) -> Run:
+    """Entropy from `first` down to `drop` x first at point `at`, then at `end` x first
+    (drop by default) to the end."""
+    e = drop if end is None else end
+    values = [first * (1 - (1 - 0.5) * i / at) for i in range(at)] + [first * drop] + ones(n - at - 1, first * e)
+    return grpo(n, entropy=values)
+
+
+def lengths(growth: float = 1.6, *, near: float = 0.95, n: int = 20, cap: bool = True) -> Run:
+    """Mean completion length from 100 to 100 x growth (steady, windows of 4), ending at
+    `near` of the longest completion logged."""
+    values = steady(n, 100.0, 100.0 * growth, 4)
+    top = 100.0 * growth / near
+    return grpo(n, completions__mean_length=values, completions__max_length=ones(n, top) if cap else ones(n, None),
+                completions__clipped_ratio=ones(n, 0.95))
+
+
 CASES: dict[str, RuleCases] = {
     "TP-NAN": RuleCases(
         fires=Fires(subject=lambda: run_of(loss=with_at(healthy(12), {3: NAN, 8: INF})),
@@ -658,6 +690,87 @@ CASES: dict[str, RuleCases] = {
                     family=('TP-NAN-EVAL',)),
         quiet=(Quiet(subject=lambda: overfit([2.0, 1.5, 1.3, 1.2, 1.1, 1.1])),
                Quiet(subject=lambda: run_of(loss=with_at(healthy(10), {4: NAN})), skip="no eval_loss series")),
+    ),
+    "TP-RL-NO-SIGNAL": RuleCases(
+        fires=Fires(subject=lambda: no_signal(8), hits=(Expect(message='95% of prompt groups (median) got one reward for all their completions over 8 logged steps in a row (steps 130-200 of 10-200; limits: frac_reward_zero_std >= 0.9 for 5 steps): their advantages are 0, so the policy gets no learning signal; the reward over the stretch is 1 against 1 at the start (median of 4)',
+                           evidence={'stretch_points': 8, 'first_step': 130, 'last_step': 200, 'median_frac_reward_zero_std': 0.95, 'points': 20, 'reward_level': 1.0, 'reward_start': 1.0, 'saturated': False}, line=12),),
+                    family=('TP-RL-NO-SIGNAL',)),
+        quiet=(Quiet(subject=lambda: no_signal(8, rise=0.5)), Quiet(subject=lambda: no_signal(4)),
+               Quiet(subject=lambda: grpo(4, frac_reward_zero_std=ones(4)), skip="this check needs at least 5")),
+        straddles=(straddle("near_one", 0.9, lambda v: no_signal(value=v), fire=0.91, quiet=0.89),
+                   straddle("min_stretch", 5, no_signal, fire=5, quiet=4),
+                   straddle("stretch_share", 0.1, lambda f: no_signal(round(100 * f), n=100), fire=0.1, quiet=0.09),
+                   straddle("rise", 0.1, lambda x: no_signal(rise=x), fire=0.09, quiet=0.11)),
+    ),
+    "TP-RL-SATURATED": RuleCases(
+        fires=Fires(subject=lambda: no_signal(8, rise=0.5), hits=(Expect(message='95% of prompt groups (median) got one reward for all their completions over 8 logged steps in a row (steps 130-200 of 10-200; limits: frac_reward_zero_std >= 0.9 for 5 steps): their advantages are 0, so the policy gets no learning signal; the reward over the stretch is 1.5 against 1 at the start (median of 4): it rose first, so the task looks saturated',
+                           evidence={'stretch_points': 8, 'first_step': 130, 'last_step': 200, 'median_frac_reward_zero_std': 0.95, 'points': 20, 'reward_level': 1.5, 'reward_start': 1.0, 'saturated': True}, line=12),),
+                    family=('TP-RL-SATURATED',)),
+        quiet=(Quiet(subject=lambda: no_signal(8)), Quiet(subject=lambda: no_signal(4, rise=0.5))),
+        straddles=(straddle("near_one", 0.9, lambda v: no_signal(value=v, rise=0.5), fire=0.91, quiet=0.89),
+                   straddle("min_stretch", 5, lambda k: no_signal(k, rise=0.5), fire=5, quiet=4),
+                   straddle("stretch_share", 0.1, lambda f: no_signal(round(100 * f), n=100, rise=0.5), fire=0.1, quiet=0.09),
+                   straddle("rise", 0.1, lambda x: no_signal(rise=x), fire=0.11, quiet=0.09)),
+    ),
+    "TP-RL-REWARD-CONSTANT": RuleCases(
+        fires=Fires(subject=lambda: grpo(8, reward=[0.0] * 8, reward_std=[0.0] * 8), hits=(Expect(message='reward is identically 0 over 8 logged steps (steps 10-80; spread 0, limit 1e-09) and reward_std 0 at all 8 of its points: the reward does not read the completions, so the policy learns nothing',
+                           evidence={'value': 0.0, 'spread': 0.0, 'points': 8}, line=0),),
+                    family=('TP-RL-REWARD-CONSTANT',)),
+        quiet=(Quiet(subject=lambda: grpo(8)), Quiet(subject=lambda: grpo(8, reward=[0.0] * 8, reward_std=[0.0] * 7 + [0.2]))),
+        straddles=(straddle("min_points", 5, lambda n: grpo(int(n), reward=[0.5] * int(n), reward_std=[0.0] * int(n)), fire=5, quiet=4,
+                            skip="this check needs at least 5"),
+                   straddle("max_spread", 1e-9, lambda x: grpo(8, reward=[0.0] * 7 + [x], reward_std=[0.0] * 8),
+                            fire=0.9e-9, quiet=1.1e-9)),
+    ),
+    "TP-RL-KL-BLOWUP": RuleCases(
+        fires=Fires(subject=lambda: grpo(10, kl=[0.01, 0.02, 0.05, 0.1, 0.3, 0.8, 1.5, 3.0, 2.5, 4.0]), hits=(Expect(message='KL from the reference grows from 0.01 at step 10 to 3 nats/token at the end (median of the last 3, steps 80-100), peak 4 at step 100, trend z 3.76 (limits: end level >= 1, 10x the first value): the policy is running away from its reference',
+                           evidence={'first_value': 0.01, 'end_level': 3.0, 'peak': 4.0, 'peak_step': 100, 'trend_z': 3.756594, 'window': 3}, line=9),),
+                    family=('TP-RL-KL-BLOWUP',)),
+        quiet=(Quiet(subject=lambda: grpo(10, kl=falling(10, 0.01, 0.2))),
+               Quiet(subject=lambda: run_of(loss=healthy(10), kl=ones(10, 5.0)), skip="judged for RL runs")),
+        straddles=(straddle("max_level", 1.0, lambda e: grpo(10, kl=[0.01] * 7 + [e] * 3), fire=1.01, quiet=0.99),
+                   straddle("growth", 10.0, lambda g: grpo(10, kl=[2.0 / g] * 7 + [2.0] * 3), fire=10.5, quiet=9.5),
+                   straddle("min_points", 5, lambda n: grpo(int(n), kl=[0.01] + [2.0] * (int(n) - 1)), fire=5, quiet=4,
+                            skip="this check needs at least 5")),
+    ),
+    "TP-RL-CLIPPED": RuleCases(
+        fires=Fires(subject=lambda: grpo(12, completions__clipped_ratio=falling(12, 0.1, 0.95), completions__max_length=ones(12, 256.0)),
+                    hits=(Expect(message='92% of completions (median of the last 3 logged steps, 100-120) end at the length cap of 256 tokens without finishing (limit 90%): the rewards score cut-off text; raise max_completion_length',
+                           evidence={'clipped_level': 0.9227825, 'window': 3, 'cap': 256.0}, line=9),),
+                    family=('TP-RL-CLIPPED',)),
+        quiet=(Quiet(subject=lambda: grpo(12, completions__clipped_ratio=falling(12, 0.9, 0.1))),
+               Quiet(subject=lambda: grpo(12, completions__clipped_ratio=ones(2, 1.0) + ones(10, None)), skip="this check needs at least 3")),
+        straddles=(straddle("near_one", 0.9, lambda v: grpo(8, completions__clipped_ratio=ones(8, v)), fire=0.91, quiet=0.89),
+                   straddle("min_points", 3, lambda n: grpo(8, completions__clipped_ratio=ones(int(n), 1.0) + ones(8 - int(n), None)),
+                            fire=3, quiet=2, skip="this check needs at least 3")),
+    ),
+    "TP-RL-ENTROPY-COLLAPSE": RuleCases(
+        fires=Fires(subject=lambda: entropy(), hits=(Expect(message='entropy collapses from 2 at step 10 to 0.04 nats/token by step 60 (point 6 of 20) and ends at 0.04 (median of the last 4; limits: 0.1, the larger of 5% of the first value and 0.05, within the first 50% of the run, ending under 10% of it): the policy samples one completion and stops exploring',
+                           evidence={'first_value': 2.0, 'collapsed_value': 0.04, 'collapse_step': 60, 'end_level': 0.04, 'bound': 0.1}, line=5),),
+                    family=('TP-RL-ENTROPY-COLLAPSE',)),
+        quiet=(Quiet(subject=lambda: grpo(20, entropy=falling(20, 2.0, 1.2))),
+               Quiet(subject=lambda: entropy(end=0.5)),
+               Quiet(subject=lambda: grpo(20, entropy=ones(20, 0.04)), skip="already at the floor"),
+               Quiet(subject=lambda: run_of(loss=healthy(20), entropy=falling(20, 2.0, 0.01)), skip="judged for RL runs")),
+        straddles=(straddle("collapse", 0.05, entropy, fire=0.049, quiet=0.051),
+                   straddle("floor", 0.05, lambda v: entropy(v / 0.5, first=0.5), fire=0.049, quiet=0.051),
+                   straddle("early", 0.5, lambda f: entropy(n=100, at=round(100 * f)), fire=0.49, quiet=0.5),
+                   straddle("stays", 0.1, lambda e: entropy(end=e), fire=0.09, quiet=0.11),
+                   straddle("min_points", 6, lambda n: entropy(n=int(n), at=1), fire=6, quiet=5,
+                            skip="this check needs at least 6")),
+    ),
+    "TP-RL-LENGTH-HACKING": RuleCases(
+        fires=Fires(subject=lambda: lengths(), hits=(Expect(message='mean completion length grows from 100 to 160 tokens (medians of 4, steps 10-200, trend z 5.74) and ends at 95% of the longest completion logged, 168.421 tokens (the cap) (limits: z >= 2, 1.25x the start, 90% of the cap): the policy is learning to write longer, not better — check what the reward pays for',
+                           evidence={'start_level': 100.0, 'end_level': 160.0, 'trend_z': 5.742638, 'cap': 168.4211}, line=19),),
+                    family=('TP-RL-CLIPPED', 'TP-RL-LENGTH-HACKING')),
+        quiet=(Quiet(subject=lambda: lengths(near=0.5)), Quiet(subject=lambda: lengths(1.1)),
+               Quiet(subject=lambda: grpo(20, completions__mean_length=steady(20, 100.0, 160.0, 4)),
+                     skip="no completions/max_length or completions/clipped_ratio")),
+        straddles=(straddle("growth", 1.25, lengths, fire=1.26, quiet=1.24),
+                   straddle("near_cap", 0.9, lambda c: lengths(near=c), fire=0.91, quiet=0.89),
+                   straddle("min_points", 6, lambda n: grpo(int(n), completions__mean_length=[100.0 + 20 * i for i in range(int(n))],
+                                                              completions__max_length=ones(int(n), 195.0)),
+                            fire=6, quiet=5, skip="this check needs at least 6")),
     ),
 }
 
