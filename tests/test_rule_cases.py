@@ -16,11 +16,11 @@ import pytest
 
 from rule_cases import (FamilyCases, RuleCases, Straddle, check, default_limits, describe, evidence_matches,
                         family_report, limit_fields, line_of)
-from rule_cases import metrics
+from rule_cases import dataset, metrics
 from trainproof_lsp.core.model import Hit
 from trainproof_lsp.rules import BY_ID, REGISTRY, Skip
 
-FAMILIES: tuple[FamilyCases, ...] = (metrics.FAMILY,)
+FAMILIES: tuple[FamilyCases, ...] = (metrics.FAMILY, dataset.FAMILY)
 
 CASES: dict[str, tuple[RuleCases, FamilyCases]] = {}
 for _family in FAMILIES:
@@ -50,8 +50,8 @@ _SCRIPT = ("not yet: script facts (readers/script.ScriptFacts) built in code; ca
            "tests/test_script*.py")
 _ENV = ("not yet: environment facts (an import probe's outcome, memory and disk figures) built in code; cases "
         "through the env judge are in tests/test_env.py and test_script_api.py")
-_DATASET = ("not yet: dataset scans (readers/dataset.DatasetScan), token lengths and token maps built in code; "
-            "cases from files are in tests/test_preflight*.py and test_token_map.py")
+_DATASET = ("not yet: token lengths, rendered templates and token maps (rules/tokens.py, token_map.py) built in "
+            "code; cases from files are in tests/test_preflight_tokens.py and test_token_map.py")
 _TOKENIZER = ("not yet: tokenizer files (readers/tokenizer) built in code; cases from folders transformers wrote "
               "are in tests/test_preflight_tokenizer.py")
 _SPEECH = "not yet: speech scans built in code; cases from listings and audio are in tests/test_speech.py"
@@ -116,33 +116,6 @@ NOT_COVERED: dict[str, str] = {
     "TP-ENV-PRECISION-UNSUPPORTED-GPU": _ENV,
     "TP-SCRIPT-API-UNKNOWN-KEYWORD": _ENV,
     "TP-SCRIPT-API-BAD-VALUE": _ENV,
-    "TP-PRE-MALFORMED-JSONL": _DATASET,
-    "TP-PRE-ROW-NOT-CHECKED": _DATASET,
-    "TP-PRE-EMPTY-TEXT": _DATASET,
-    "TP-PRE-MISSING-KEYS": _DATASET,
-    "TP-PRE-EXTRA-KEYS": _DATASET,
-    "TP-PRE-NON-STRING": _DATASET,
-    "TP-PRE-CONTENT-PARTS": _DATASET,
-    "TP-PRE-UNKNOWN-ROLE": _DATASET,
-    "TP-PRE-ASSISTANT-FIRST": _DATASET,
-    "TP-PRE-NO-ASSISTANT": _DATASET,
-    "TP-PRE-EMPTY-ASSISTANT": _DATASET,
-    "TP-PRE-EMPTY-TURN": _DATASET,
-    "TP-PRE-SYSTEM-NOT-FIRST": _DATASET,
-    "TP-PRE-LAST-NOT-ASSISTANT": _DATASET,
-    "TP-PRE-TURNS-NOT-ALTERNATING": _DATASET,
-    "TP-PRE-CHOSEN-EQUALS-REJECTED": _DATASET,
-    "TP-PRE-DUPLICATE-TEXT": _DATASET,
-    "TP-PRE-NEAR-DUPLICATE": _DATASET,
-    "TP-PRE-DUPLICATE-SHARE": _DATASET,
-    "TP-PRE-MOSTLY-DUPLICATES": _DATASET,
-    "TP-PRE-DUPLICATE-ACROSS-FILES": _DATASET,
-    "TP-PRE-EVAL-OVERLAP": _DATASET,
-    "TP-PRE-EVAL-OVERLAP-SHARE": _DATASET,
-    "TP-PRE-EVAL-CONTAMINATED": _DATASET,
-    "TP-PRE-MIXED-FORMATS": _DATASET,
-    "TP-PRE-JSON-ARRAY-IN-JSONL": _DATASET,
-    "TP-PRE-FILE-LAYOUT": _DATASET,
     "TP-PRE-CONTEXT-OVERFLOW": _DATASET,
     "TP-PRE-NO-TRAINABLE-TOKENS": _DATASET,
     "TP-PRE-CHAT-TEMPLATE-ERROR": _DATASET,
