@@ -508,3 +508,35 @@ def test_targets_reaching_every_layer_that_holds_the_module_are_not_partial():
     (hit,) = check_targets_partial(bundle(r"model\.layers\.[01]\.mamba\.in_proj"), NoLimits(), BundleContext())
     assert hit.evidence == {"layers": 4, "layers_matched": 2, "modules_matched": 2}
     assert "2 of the 4 layers of the base weights that hold in_proj" in hit.message
+
+
+LFS_POINTER = b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"ab" * 32 + b"\nsize 31088\n"
+
+
+def test_a_weights_pointer_is_left_to_its_own_report_and_the_checks_needing_it_stand_down(folders, tmp_path):
+    folder = _copy(folders, "added_no_resize", tmp_path)
+    (folder / "model.safetensors").write_bytes(LFS_POINTER)  # checked out without `git lfs pull`
+    out = doctor([folder], Config())
+    (b,) = [r for r in out.reports if r.artefact.kind == "bundle"]
+    assert "model.safetensors" not in [Path(s).name for s in b.artefact.sources]
+    pointer_lines = [f for r in out.reports for f in r.findings if "Git LFS pointer" in f.message]
+    assert [(Path(f.location.path).name, f.id) for f in pointer_lines] == [("model.safetensors", "TP-NOT-CHECKED")]
+    # without the weights, 66 ids are judged against config.json's vocab_size 64: the tokenizer
+    # report's TP-TOK-ADDED-TOKENS-BEYOND-VOCAB names them, the bundle stays quiet
+    assert b.findings == () and "TP-BUNDLE-VOCAB-BEYOND-EMBEDDINGS" in ran(b)
+
+
+def test_a_settings_pointer_is_said_by_the_bundle(folders, tmp_path):
+    folder = _copy(folders, "healthy", tmp_path)
+    (folder / "generation_config.json").write_bytes(LFS_POINTER)
+    r = judge_bundle(folder, Config())
+    assert [f.message for f in r.findings] == [
+        f"bundle: {folder / 'generation_config.json'}: Git LFS pointer to a 31,088-byte file, not downloaded: "
+        "run `git lfs pull`"]
+    assert {c.group: c.reason for c in r.checks if not c.ran}["TP-BUNDLE-STOP-TOKEN"] == \
+        "generation_config.json could not be read (see the NOT-CHECKED finding)"
+
+
+def test_a_file_given_alone_is_judged_alone(folders):
+    out = doctor([folders["stop_missing"] / "model.safetensors"], Config())
+    assert [r.artefact.kind for r in out.reports] == ["checkpoint"]

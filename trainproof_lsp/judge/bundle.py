@@ -50,10 +50,14 @@ def judge_bundle(folder: Path | str, config: Config) -> Report:
     return judge_facts(b, config)
 
 
-def judge_bundles(files: Iterable[Path], config: Config) -> list[Report]:
-    """One bundle report for every folder among the files' folders that holds a bundle."""
+def judge_bundles(files: Iterable[Path], config: Config, *, roots: Iterable[Path] = ()) -> list[Report]:
+    """One bundle report for every folder among the files' folders that holds a bundle and
+    lies in one of `roots` (the folders doctor was given: a file given alone is judged
+    alone, its folder's bundle only when the folder is asked for)."""
+    tops = [r.resolve() for r in roots]
     folders = sorted({f if f.is_dir() else f.parent for f in files})
-    return [judge_bundle(f, config) for f in folders if is_bundle(f)]
+    return [judge_bundle(f, config) for f in folders
+            if any(f.resolve() == t or t in f.resolve().parents for t in tops) and is_bundle(f)]
 
 
 __all__ = ["judge_bundle", "judge_bundles", "judge_facts", "bundle_sources"]

@@ -546,7 +546,7 @@ def doctor(paths: Iterable[Path], config: Config, *,
     reports.extend(_judge_metric_files(metric_files, config, not_judged, also))
     reports.extend(judge_tokenizer_folders(tokenizer_folders, config, passed_over))
     # Each output folder's files checked against each other (judge/bundle.py): one report a folder.
-    reports.extend(judge_bundles(files, config))
+    reports.extend(judge_bundles(files, config, roots=[p for p in paths if p.is_dir()]))
     if not reports and not not_judged:
         where = ", ".join(str(p) for p in paths) or "."
         reports.append(not_checked(where, "folder", "folder",

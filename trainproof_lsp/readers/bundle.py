@@ -48,6 +48,7 @@ import msgspec
 from ..core.caps import MIB
 from ..core.model import ReadError
 from . import pickle_walk as pw
+from .lfs import MAX_POINTER_BYTES, pointer_at
 from .tokenizer import Sourced, TokenizerFiles, _line_of, _read_json, read_tokenizer_dir
 
 # --- caps: every read below is bounded by one of these ------------------------------------
@@ -334,7 +335,7 @@ def read_weights(folder: Path, notes: list[str]) -> Weights | None:
         return None
     index_name = next((n for n in names if n.endswith(INDEX_SUFFIX) and not n.startswith("adapter")), None)
     shards = [n for n in names if n.endswith(".safetensors") and n not in ADAPTER_WEIGHTS
-              and _regular(folder / n)]
+              and _regular(folder / n) and _pointer(folder / n) is None]
     if index_name is None and not shards:
         return None
     index_map: dict[str, Sourced] = {}
@@ -628,14 +629,31 @@ def read_template_end(tok: TokenizerFiles) -> tuple[TemplateEnd | None, str]:
 
 # --- the bundle --------------------------------------------------------------------------------
 
+def _pointer(path: Path) -> str | None:
+    """The reason when the file is a Git LFS pointer (not downloaded); only a file small
+    enough to be one is opened, and only its first KiB read."""
+    try:
+        if path.stat().st_size > MAX_POINTER_BYTES:
+            return None
+    except OSError:
+        return None
+    return pointer_at(path)
+
+
 def bundle_files(folder: Path) -> tuple[str, ...]:
-    """The bundle's files present in the folder (sorted names)."""
+    """The bundle's files present in the folder (sorted names): regular files, not Git LFS
+    pointers (a pointer is not the file: doctor says so on its own report)."""
     try:
         names = [p.name for p in folder.iterdir()]
     except OSError:
         return ()
     return tuple(sorted(n for n in names if (n in NAMED_FILES or n.endswith((".safetensors", INDEX_SUFFIX)))
-                        and _regular(folder / n)))
+                        and _regular(folder / n) and _pointer(folder / n) is None))
+
+
+# Settings files doctor passes over by name (readers/detect.RESIDENTS): a pointer in their
+# place is said by the bundle, since no other report opens them.
+_SAID_HERE = ("config.json", "generation_config.json", "adapter_config.json")
 
 
 def _kind(name: str) -> str:
@@ -682,11 +700,15 @@ def read_bundle(folder: Path | str, *, render_template: bool = True) -> BundleFa
     files = bundle_files(folder)
     notes: list[str] = []
     unread: list[str] = []
-    for name in NAMED_FILES:  # there, but a FIFO, device or socket: never opened, and said
+    for name in NAMED_FILES:  # there, but not read: the rules comparing it stand down
         p = folder / name
-        if name not in files and (p.exists() or p.is_symlink()):
+        if name in files or not (p.exists() or p.is_symlink()):
+            continue
+        unread.append(name)
+        if not _regular(p):  # a FIFO, device or socket: never opened
             notes.append(f"{p}: not a regular file; not read")
-            unread.append(name)
+        elif name in _SAID_HERE and (why := _pointer(p)) is not None:
+            notes.append(f"{p}: {why}")
 
     def keys(name: str, wanted: tuple[str, ...]) -> dict[str, Sourced]:
         if name not in files:
