@@ -51,6 +51,8 @@ MAX_CSV_BYTES = 512 * 1024 * 1024
 MAX_WHOLE_BYTES = 64 * 1024 * 1024
 # Places kept per label value: findings are located at each of them, the rest counted.
 MAX_PLACES = 20
+# Places kept over all values before each value keeps only its first.
+MAX_KEPT_PLACES = 100_000
 # Rows with input_ids and labels kept for the shift check, and the tail of each kept
 # (a tail, not a head: a prompt masked with -100 fills the head of an SFT row).
 MAX_SEQUENCE_ROWS = 256
@@ -259,6 +261,7 @@ class _Collect:
         self.first_not_integer: Place | None = None
         self.counts: Counter[int] = Counter()
         self.places: dict[int, list[Place]] = {}
+        self.kept = 0
         self.multi_hot = True
         self.lengths: Counter[int] = Counter()
         self.positives: Counter[int] = Counter()
@@ -266,8 +269,12 @@ class _Collect:
 
     def _place(self, value: int, place: Place) -> None:
         got = self.places.setdefault(value, [])
-        if len(got) < MAX_PLACES and (not got or got[-1] != place):
+        # Past MAX_KEPT_PLACES (a language model's labels hold every token id), each value
+        # keeps its first place only: memory stays bounded by the vocabulary.
+        cap = MAX_PLACES if self.kept < MAX_KEPT_PLACES else 1
+        if len(got) < cap and (not got or got[-1] != place):
             got.append(place)
+            self.kept += 1
 
     def add(self, obj: Mapping[str, Any], place: Place) -> None:
         key = next((k for k in LABEL_KEYS if k in obj and obj[k] is not None), None)
