@@ -97,6 +97,9 @@ class FamilyCases:
     # Every finding of the family on a subject, where the engine has its own path for it
     # (a metrics Run: judge_run); None: every rule of the rule's family, as run_rules runs them.
     report: Callable[[Subject], list[Finding]] | None = None
+    # What a message or an evidence text says once the places a case wrote its files to
+    # (a temporary folder) are written as "<tmp>".
+    normalize: Callable[[str], str] = str
     notes: Mapping[str, str] = field(default_factory=dict)
 
 
