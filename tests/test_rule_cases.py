@@ -16,11 +16,11 @@ import pytest
 
 from rule_cases import (FamilyCases, RuleCases, Straddle, check, default_limits, describe, evidence_matches,
                         family_report, limit_fields, line_of)
-from rule_cases import checkpoint, dataset, metrics
+from rule_cases import checkpoint, dataset, metrics, script
 from trainproof_lsp.core.model import Hit
 from trainproof_lsp.rules import BY_ID, REGISTRY, Skip
 
-FAMILIES: tuple[FamilyCases, ...] = (metrics.FAMILY, dataset.FAMILY, checkpoint.FAMILY)
+FAMILIES: tuple[FamilyCases, ...] = (metrics.FAMILY, dataset.FAMILY, checkpoint.FAMILY, script.FAMILY)
 
 CASES: dict[str, tuple[RuleCases, FamilyCases]] = {}
 for _family in FAMILIES:
@@ -44,8 +44,6 @@ ENGINE_EMITTED: dict[str, str] = {
 # Rules with a check that have no cases here yet, by family, and why. May only shrink.
 _COMPARISON = ("not yet: a run judged against its baseline (rules/compare.py, objective_compare.py: a Pair of two "
                "aligned runs); cases through the CLI are in tests/test_compare.py")
-_SCRIPT = ("not yet: script facts (readers/script.ScriptFacts) built in code; cases from scripts are in "
-           "tests/test_script*.py")
 _ENV = ("not yet: environment facts (an import probe's outcome, memory and disk figures) built in code; cases "
         "through the env judge are in tests/test_env.py and test_script_api.py")
 _DATASET = ("not yet: token lengths, rendered templates and token maps (rules/tokens.py, token_map.py) built in "
@@ -67,20 +65,6 @@ NOT_COVERED: dict[str, str] = {
     "TP-OVERFIT-VS-BASELINE": _COMPARISON,
     "TP-BAD-BASELINE": _COMPARISON,
     "TP-CMP-REWARD-BELOW": _COMPARISON,
-    "TP-SCRIPT-ZERO-LR": _SCRIPT,
-    "TP-SCRIPT-WARMUP-EXCEEDS-RUN": _SCRIPT,
-    "TP-SCRIPT-FP16-BF16": _SCRIPT,
-    "TP-SCRIPT-BEST-CKPT-DELETED": _SCRIPT,
-    "TP-SCRIPT-EVAL-DISABLED": _SCRIPT,
-    "TP-SCRIPT-LOGGING-EXCEEDS-RUN": _SCRIPT,
-    "TP-SCRIPT-BEST-STRATEGY-MISMATCH": _SCRIPT,
-    "TP-SCRIPT-NO-CHECKPOINT-SAVED": _SCRIPT,
-    "TP-SCRIPT-BEST-NEVER-SAVED": _SCRIPT,
-    "TP-SCRIPT-EVAL-NEVER-RUN": _SCRIPT,
-    "TP-SCRIPT-FP16-ON-BF16-MODEL": _SCRIPT,
-    "TP-SCRIPT-FP16-WEIGHTS-FULL-TRAIN": _SCRIPT,
-    "TP-SCRIPT-LORA-TARGETS-NOT-FOUND": _SCRIPT,
-    "TP-SCRIPT-LORA-TARGETS-PARTIAL": _SCRIPT,
     "TP-ENV-IMPORT-FAIL": _ENV,
     "TP-ENV-IMPORT-LAZY-FAIL": _ENV,
     "TP-ENV-IMPORT-OPTIONAL-MISSING": _ENV,
