@@ -181,8 +181,9 @@ CASES: dict[str, RuleCases] = {
         fires=Fires(subject=lambda: with_model(HALF_WEIGHTS.format(more=""), "llama"), hits=(Expect(message='./model is loaded in float16 and trained in full with fp16=True: the fp16 gradient scaler raises ValueError ("Attempting to unscale FP16 gradients") at the first optimizer step',
                            evidence={'config': 'TrainingArguments', 'model': './model', 'load_dtype': 'float16'}, line=3),),
                     family=('TP-SCRIPT-FP16-WEIGHTS-FULL-TRAIN',)),
-        quiet=Quiet(subject=lambda: with_model(HALF_WEIGHTS.format(more="    from peft import LoraConfig\n    lora = LoraConfig(r=8)"),
-                                               "llama")),
+        quiet=(Quiet(subject=lambda: with_model(HALF_WEIGHTS.format(more="").replace("fp16=True", "bf16=True"), "llama")),
+               Quiet(subject=lambda: with_model(HALF_WEIGHTS.format(more="    from peft import LoraConfig\n    lora = LoraConfig(r=8)"),
+                                                "llama"), skip="the script sets up adapters")),
     ),
     "TP-SCRIPT-LORA-TARGETS-NOT-FOUND": RuleCases(
         fires=Fires(subject=lambda: lora('["c_attn", "c_proj"]'), hits=(Expect(message="target_modules 'c_attn', 'c_proj' match no module in ./model (the llama architecture's known layers)",
