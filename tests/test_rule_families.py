@@ -55,13 +55,16 @@ def test_metric_family_is_every_checked_metrics_rule():
 
 
 def test_every_registry_rule_is_in_exactly_one_family_with_a_known_kind():
-    kinds = {"metrics", "comparison", "checkpoint", "script", "env", "dataset", "tokenizer", "speech", "labels", "any"}
+    kinds = {"metrics", "comparison", "checkpoint", "script", "env", "dataset", "tokenizer", "speech", "labels", "bundle",
+             "any"}
     assert {r.applies_to for r in REGISTRY} == kinds
     families = {id(r.family) for r in REGISTRY}
     covered = sum(len(rules_of(f)) for f in {id(r.family): r.family for r in REGISTRY}.values())
     assert covered == sum(1 for r in REGISTRY if r.check is not None)
-    # metrics, any, comparison, checkpoint, script, env, dataset, tokens, templates, tokenizer, speech
-    assert len(families) == 12  # + objective comparison (rules/objective_compare.py)
+    # metrics, any, comparison, checkpoint, script, env, dataset, tokens, templates, token map, tokenizer,
+    # speech, the comparison of a DPO/GRPO run's reward (rules/objective_compare.py), an output
+    # folder's bundle (rules/bundle.py) and the objective's labels (rules/labels.py)
+    assert len(families) == 15
 
 
 # --- the families are types: mypy refuses a check or a subject of another family ----------------
