@@ -177,7 +177,7 @@ NOT_STRADDLED: dict[tuple[str, str], str] = {
 }
 
 # NOT_COVERED's length may only go down: lower this when you cover a rule.
-NOT_COVERED_CEILING = len(NOT_COVERED)
+NOT_COVERED_CEILING = 84
 
 
 def _context(rule_id: str, subject: Any) -> Any:
