@@ -16,11 +16,12 @@ import pytest
 
 from rule_cases import (FamilyCases, RuleCases, Straddle, check, default_limits, describe, evidence_matches,
                         family_report, limit_fields, line_of)
-from rule_cases import checkpoint, dataset, metrics, script
+from rule_cases import checkpoint, comparison, dataset, metrics, script
 from trainproof_lsp.core.model import Hit
 from trainproof_lsp.rules import BY_ID, REGISTRY, Skip
 
-FAMILIES: tuple[FamilyCases, ...] = (metrics.FAMILY, dataset.FAMILY, checkpoint.FAMILY, script.FAMILY)
+FAMILIES: tuple[FamilyCases, ...] = (metrics.FAMILY, dataset.FAMILY, checkpoint.FAMILY, script.FAMILY,
+                                       comparison.FAMILY)
 
 CASES: dict[str, tuple[RuleCases, FamilyCases]] = {}
 for _family in FAMILIES:
@@ -42,8 +43,8 @@ ENGINE_EMITTED: dict[str, str] = {
 }
 
 # Rules with a check that have no cases here yet, by family, and why. May only shrink.
-_COMPARISON = ("not yet: a run judged against its baseline (rules/compare.py, objective_compare.py: a Pair of two "
-               "aligned runs); cases through the CLI are in tests/test_compare.py")
+_COMPARISON = ("not yet: a DPO/GRPO run's reward against its baseline's (rules/objective_compare.ObjectivePair); "
+               "cases through the CLI are in tests/test_preference_rl.py")
 _ENV = ("not yet: environment facts (an import probe's outcome, memory and disk figures) built in code; cases "
         "through the env judge are in tests/test_env.py and test_script_api.py")
 _DATASET = ("not yet: token lengths, rendered templates and token maps (rules/tokens.py, token_map.py) built in "
@@ -55,15 +56,6 @@ _LABELS = "not yet: label facts built in code; cases from real models and datase
 _BUNDLE = ("not yet: bundle facts (an output folder's files) built in code; cases from folders are in "
            "tests/test_bundle.py")
 NOT_COVERED: dict[str, str] = {
-    "TP-FLOOR-RATIO": _COMPARISON,
-    "TP-END-RATIO": _COMPARISON,
-    "TP-NEG-IMPROVE": _COMPARISON,
-    "TP-IMPROVE-DEFICIT": _COMPARISON,
-    "TP-GRADNORM-RATIO": _COMPARISON,
-    "TP-EVAL-BEST-RATIO": _COMPARISON,
-    "TP-EVAL-END-RATIO": _COMPARISON,
-    "TP-OVERFIT-VS-BASELINE": _COMPARISON,
-    "TP-BAD-BASELINE": _COMPARISON,
     "TP-CMP-REWARD-BELOW": _COMPARISON,
     "TP-ENV-IMPORT-FAIL": _ENV,
     "TP-ENV-IMPORT-LAZY-FAIL": _ENV,
@@ -177,7 +169,7 @@ NOT_STRADDLED: dict[tuple[str, str], str] = {
 }
 
 # NOT_COVERED's length may only go down: lower this when you cover a rule.
-NOT_COVERED_CEILING = 84
+NOT_COVERED_CEILING = 75
 
 
 def _context(rule_id: str, subject: Any) -> Any:
