@@ -78,11 +78,16 @@ def straddle(limit: str, default: float, at: Callable[[float], Subject], *, fire
 
 @dataclass(frozen=True, kw_only=True)
 class RuleCases:
-    fires: Fires
+    # One firing case, or several where one shape cannot reach every branch of the rule
+    # (a series other than the train loss, a best level at the very start).
+    fires: Fires | tuple[Fires, ...]
     quiet: Quiet | tuple[Quiet, ...]
     straddles: tuple[Straddle, ...] = ()
     # The family's context of a subject; None: the family module's default.
     context: ContextOf | None = None
+
+    def firings(self) -> tuple[Fires, ...]:
+        return self.fires if isinstance(self.fires, tuple) else (self.fires,)
 
     def quiets(self) -> tuple[Quiet, ...]:
         return self.quiet if isinstance(self.quiet, tuple) else (self.quiet,)

@@ -148,24 +148,26 @@ def grad_spikes(ratio: float, *, n: int = 40, at: tuple[int, ...] = (25, 26), bu
     return run_of(loss=loss, grad_norm=with_at(ones(n), {i: ratio for i in at}))
 
 
-def diverged(ratio: float = 1.6, *, start: float = 3.0, up: int = 30, n: int = 60, lead: int = 6) -> Run:
+def diverged(ratio: float = 1.6, *, start: float = 3.0, up: int = 30, n: int = 60, lead: int = 6,
+             level: float = 1.0) -> Run:
     """`lead` points at `start`, a fall to 1.0 by point 20 (a third of a shorter log), then
-    1.0 until the last `up` points, which sit at `ratio`."""
+    1.0 until the last `up` points, which sit at `ratio`; all of it times `level`."""
     to = min(20, n // 3)
     lead = min(lead, to // 2)
     fall = [start - (start - 1.0) * (i + 1) / (to - lead) for i in range(to - lead)]
     body = [start] * lead + fall + ones(n - to)
-    return run_of(loss=body[: n - up] + [ratio] * up)
+    return run_of(loss=[level * v for v in body[: n - up] + [ratio] * up])
 
 
-def diverged_with_eval(gap: float) -> Run:
-    """A diverged train loss whose eval loss ends `gap` above its best."""
+def diverged_with_eval(gap: float, evals: int = 6) -> Run:
+    """A diverged train loss whose last `evals` evals (every 10th point) fall and end `gap`
+    above their best."""
     run = diverged()
     ev: list[float | None] = [None] * 60
-    for k, i in enumerate(range(9, 60, 10)):
+    for k, i in enumerate(range(59 - 10 * (evals - 1), 60, 10)):
         ev[i] = 1.0 - 0.05 * k
-    ev[59] = (1.0 - 0.05 * 4) * (1 + gap)
-    return run_of(loss=run.series["loss"].values, eval_loss=ev)
+    ev[59] = (1.0 - 0.05 * (evals - 2)) * (1 + gap)
+    return run_of(loss=list(run.series["loss"].values), eval_loss=ev)
 
 
 def at_ln(classes: int, values: Sequence[float]) -> list[float]:
@@ -545,16 +547,29 @@ CASES: dict[str, RuleCases] = {
                             skip="this check needs at least 6")),
     ),
     "TP-DIVERGE": RuleCases(
-        fires=Fires(subject=lambda: diverged(), hits=(Expect(message='loss level 1.6 at the end (step 600) is 1.60x its best level 1 (around step 200); limit 1.5x; judged on the train loss per logged point, points 1-60 of 60 (steps 10-600); levels: rolling medians of 6 points, the end level the last 6',
-                           evidence={'end_level': 1.6, 'best_level': 1.0, 'ratio': 1.6, 'best_step': 200, 'end_step': 600, 'window': 6}, line=59),),
+        fires=(Fires(subject=lambda: diverged(level=0.5, n=250, up=60), hits=(Expect(message='loss level 0.8 at the end (step 2500) is 1.60x its best level 0.5 (around step 200); limit 1.5x; judged on the train loss per logged point, points 1-250 of 250 (steps 10-2500); levels: rolling medians of 20 points, the end level the last 20',
+                           evidence={'end_level': 0.8, 'best_level': 0.5, 'ratio': 1.6, 'best_step': 200, 'end_step': 2500, 'window': 20}, line=249),),
                     family=('TP-DIVERGE',)),
+               Fires(subject=lambda: run_of(loss=[2.0, 1.9, 1.8] + [None] * 57, eval_loss=list(diverged().series["loss"].values)),
+                     hits=(Expect(message='eval loss level 1.6 at the end (step 600) is 1.60x its best level 1 (around step 200); limit 1.5x; judged on the eval loss, points 1-60 of 60 (steps 10-600); levels: rolling medians of 6 points, the end level the last 6',
+                           evidence={'end_level': 1.6, 'best_level': 1.0, 'ratio': 1.6, 'best_step': 200, 'end_step': 600, 'window': 6, 'series': 'eval_loss'}, line=59),),
+                    family=('TP-DIVERGE',)),
+               Fires(subject=lambda: run_of(loss=ones(30, 0.8) + ones(30, 1.3)), hits=(Expect(message='loss level 1.3 at the end (step 600) is 1.62x its best level 0.8 (around step 10); limit 1.5x; judged on the train loss per logged point, points 1-60 of 60 (steps 10-600); levels: rolling medians of 6 points, the end level the last 6',
+                           evidence={'end_level': 1.3, 'best_level': 0.8, 'ratio': 1.625, 'best_step': 10, 'end_step': 600, 'window': 6}, line=59),),
+                    family=('TP-DEAD-RUN', 'TP-DIVERGE')),
+               Fires(subject=lambda: diverged(), hits=(Expect(message='loss level 1.6 at the end (step 600) is 1.60x its best level 1 (around step 200); limit 1.5x; judged on the train loss per logged point, points 1-60 of 60 (steps 10-600); levels: rolling medians of 6 points, the end level the last 6',
+                           evidence={'end_level': 1.6, 'best_level': 1.0, 'ratio': 1.6, 'best_step': 200, 'end_step': 600, 'window': 6}, line=59),),
+                    family=('TP-DIVERGE',))),
         quiet=(Quiet(subject=lambda: run_of(loss=healthy(60))), Quiet(subject=lambda: diverged(up=5)),
-               Quiet(subject=lambda: diverged_with_eval(0.0), skip="the rise is train-side noise")),
-        straddles=(straddle("max_ratio", 1.5, diverged, fire=1.55, quiet=1.45),
+               Quiet(subject=lambda: diverged_with_eval(0.0), skip="the rise is train-side noise"),
+               Quiet(subject=lambda: diverged_with_eval(0.0, evals=3), skip="the rise is train-side noise"),
+               Quiet(subject=lambda: run_of(loss=[1.0 + 0.004 * i for i in range(60)])),
+               Quiet(subject=lambda: run_of(loss=ones(10) + [0.0] * 20 + ones(30, 0.5)), skip="is not positive")),
+        straddles=(straddle("max_ratio", 1.5, diverged, fire=1.55, quiet=1.5),
                    straddle("min_regain", 0.1, lambda g: diverged(start=1.0 + 0.6 / g), fire=0.11, quiet=0.09),
                    straddle("min_stay", 10, lambda p: diverged(up=int(p) + 1), fire=10, quiet=9),
                    straddle("min_stay_fraction", 0.25, lambda f: diverged(n=24, up=round(f * 24)), fire=0.25, quiet=0.2),
-                   straddle("eval_tolerance", 0.05, diverged_with_eval, fire=0.06, quiet=0.04,
+                   straddle("eval_tolerance", 0.05, diverged_with_eval, fire=0.06, quiet=0.05,
                             skip="the rise is train-side noise")),
     ),
     "TP-DEAD-RUN": RuleCases(
