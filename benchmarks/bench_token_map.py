@@ -1,6 +1,6 @@
 """Token-map throughput and memory, with a peer measured in the same run.
 
-    python benchmarks/bench_token_map.py [--rows 1000000] [--peer-rows 20000] [--keep]
+    python benchmarks/bench_token_map.py [--rows 1000000] [--peer-rows 20000] [--format chat|text] [--keep]
 
 Generates a chat JSONL file (default 1M rows, two to four turns each) and a byte-level BPE
 tokenizer folder with a chat template that marks the assistant turn with
@@ -50,7 +50,8 @@ def _sentence(rng: random.Random, lo: int, hi: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi))).capitalize() + "."
 
 
-def generate(path: Path, rows: int, seed: int = 1) -> None:
+def generate(path: Path, rows: int, seed: int = 1, fmt: str = "chat") -> None:
+    """Chat rows (2 or 4 turns), or with fmt "text" the same words as one text per row."""
     rng = random.Random(seed)
     with open(path, "w", encoding="utf-8") as f:
         for _ in range(rows):
@@ -58,7 +59,8 @@ def generate(path: Path, rows: int, seed: int = 1) -> None:
             for k in range(rng.choice((2, 2, 4))):
                 role = "user" if k % 2 == 0 else "assistant"
                 turns.append({"role": role, "content": " ".join(_sentence(rng, 4, 30) for _ in range(rng.randint(1, 4)))})
-            f.write(json.dumps({"messages": turns}) + "\n")
+            row = {"messages": turns} if fmt == "chat" else {"text": "\n".join(t["content"] for t in turns)}
+            f.write(json.dumps(row) + "\n")
 
 
 def make_tokenizer(folder: Path) -> None:
@@ -88,7 +90,8 @@ def child_map(path: str, tokdir: str, rows: int) -> dict[str, float]:
 
     tok = tm.load_run_tokenizer(tokdir)
     start = time.perf_counter()
-    m = tm.map_tokens(path, tok, tm.Masking(max_len=MAX_LEN, assistant_only=True), lines=rows, records=rows)
+    text = "text" in Path(path).name
+    m = tm.map_tokens(path, tok, tm.Masking(max_len=MAX_LEN, assistant_only=not text), lines=rows, records=rows)
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "rows": m.rows, "trained": float(sum(m.trained))}
 
@@ -98,11 +101,15 @@ def child_peer(path: str, tokdir: str, rows: int) -> dict[str, float]:
 
     tok = AutoTokenizer.from_pretrained(tokdir)
     with open(path, encoding="utf-8") as f:
-        convs = [json.loads(next(f))["messages"] for _ in range(rows)]
+        rows_read = [json.loads(next(f)) for _ in range(rows)]
     start = time.perf_counter()
     trained = 0
-    for messages in convs:
-        out = tok.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    for row in rows_read:
+        if "text" in row:  # what TRL runs per text row: the tokenizer's call on text + EOS
+            trained += min(len(tok(text=row["text"] + tok.eos_token)["input_ids"]), MAX_LEN)
+            continue
+        out = tok.apply_chat_template(row["messages"], tokenize=True, return_dict=True,
+                                      return_assistant_tokens_mask=True)
         trained += sum(out["assistant_masks"][:MAX_LEN])
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "rows": rows, "trained": float(trained)}
@@ -129,6 +136,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--peer-rows", type=int, default=20_000)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--format", choices=("chat", "text"), default="chat",
+                    help="chat rows (rendered with the template, assistant-only loss) or text rows")
     ap.add_argument("--child", nargs=4, metavar=("NAME", "FILE", "TOKDIR", "ROWS"))
     ap.add_argument("--pin", action="store_true")
     args = ap.parse_args()
@@ -142,13 +151,14 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="bench-token-map-"))
     try:
-        data, tokdir = work / "chat.jsonl", work / "tok"
+        data, tokdir = work / f"{args.format}.jsonl", work / "tok"
         t = time.perf_counter()
-        generate(data, args.rows)
+        generate(data, args.rows, fmt=args.format)
         make_tokenizer(tokdir)
         size = data.stat().st_size
-        print(f"{args.rows:,} chat rows, {size / 1e6:.0f} MB, generated in {time.perf_counter() - t:.1f} s; "
-              f"max length {MAX_LEN}, assistant-only loss; {os.cpu_count()} core(s)")
+        loss = "assistant-only loss" if args.format == "chat" else "every token"
+        print(f"{args.rows:,} {args.format} rows, {size / 1e6:.0f} MB, generated in {time.perf_counter() - t:.1f} s; "
+              f"max length {MAX_LEN}, {loss}; {os.cpu_count()} core(s)")
         one = run_child("map", data, tokdir, args.rows, one_core=True)
         every = run_child("map", data, tokdir, args.rows, one_core=False)
         peer_rows = min(args.peer_rows, args.rows)
@@ -157,7 +167,8 @@ def main() -> None:
         print(f"{'contender':<52} {'rows/s':>10} {'seconds':>9} {'peak RSS MiB':>13}")
         for label, r, k in (("trainproof-lsp map_tokens, one core", one, "one"),
                             ("trainproof-lsp map_tokens, all cores", every, "all"),
-                            (f"transformers apply_chat_template per row ({peer_rows:,} rows)", peer, "peer")):
+                            (f"transformers {'apply_chat_template' if args.format == 'chat' else 'tokenizer'} per row "
+                             f"({peer_rows:,} rows)", peer, "peer")):
             print(f"{label:<52} {rate[k]:>10,.0f} {r['seconds']:>9.2f} {r['peak_rss_mib']:>13.0f}")
         print(f"ratios: map one core / peer = {rate['one'] / rate['peer']:.2f}x; "
               f"map all cores / peer = {rate['all'] / rate['peer']:.2f}x; all / one core = {rate['all'] / rate['one']:.2f}x")

@@ -19,7 +19,7 @@ transformers (readers/tokens.py) as before, and the map's own rules are listed a
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +107,6 @@ def resolve_masking(options: MapOptions) -> tm.Masking | str:
 def with_pad(masking: tm.Masking, tok: tm.RunTokenizer) -> tm.Masking:
     """`pad_token = eos_token` in the script names the tokenizer's EOS."""
     if masking.pad_token == EOS:
-        from dataclasses import replace
-
         return replace(masking, pad_token=tok.special.get("eos_token"))
     return masking
 

@@ -50,12 +50,9 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from . import dataset as ds
-
-if TYPE_CHECKING:
-    from .token_map import TokenMap
 
 # Rows per tokenizer call. Fast tokenizers encode a batch in parallel in Rust; a few
 # hundred rows amortise the per-call cost while one batch's rendered texts stay small.
@@ -101,7 +98,9 @@ class TokenLengths:
     trained: array[int] | None = None
     before: array[int] | None = None  # trained tokens before truncation, likewise
     cause: str = ""  # why rows train on nothing, when the map knows (e.g. no generation blocks)
-    token_map: "TokenMap | None" = None  # the map itself, for rules/token_map.py
+    # The map itself (readers/token_map.TokenMap), for rules/token_map.py; typed Any here
+    # because token_map.py builds on this module (no import cycle).
+    token_map: Any = None
 
 
 def load_tokenizer(folder: Path | str) -> Any:

@@ -144,7 +144,7 @@ async def on_hover(ls: TrainproofServer, params: lsp.HoverParams) -> lsp.Hover |
         from .token_map import with_row_map
 
         return await with_row_map(tp, doc, line, to_hover(here, None, tp.features.hover_markdown,
-                                                          tp.presentation.shown) if here else None)
+                                                          tp.presentation.shown) if here else None, escape_markdown)
     if not here:  # an eos/bos/pad id line still lists what each file of its folder says
         return await bundle.with_id_hover(tp, doc, line, None)
     run = None

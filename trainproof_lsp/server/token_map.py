@@ -19,7 +19,7 @@ import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from ..readers.token_map import Masking, RowMap, RunTokenizer, SideMap
@@ -30,6 +30,11 @@ EDITOR_SAMPLE = 2000
 # Characters of a row the hover shows: a hover is read, not scrolled through.
 HOVER_CHARS = 3000
 TRAINED_OPEN, TRAINED_CLOSE, CUT = "⟦", "⟧", "✂"
+
+
+def _plain(text: str) -> str:
+    """Prose as it is (a plain-text client); hover.escape_markdown for a Markdown one."""
+    return text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,8 +82,10 @@ class EditorTokenMaps:
             self._loaded = (s, tok, masking)
             return tok, masking
 
-    def row_markdown(self, s: MapSettings, line_text: str, line: int) -> str | None:
-        """The hover for one JSONL line; None when the line holds no mappable row."""
+    def row_markdown(self, s: MapSettings, line_text: str, line: int,
+                     escape: Callable[[str], str] = _plain) -> str | None:
+        """The hover for one JSONL line; None when the line holds no mappable row.
+        `escape`: how prose from the files is made literal (hover.escape_markdown)."""
         from ..readers import token_map as tm
 
         try:
@@ -94,7 +101,7 @@ class EditorTokenMaps:
             return f"**Token map** — line {line + 1} not mapped: {escape(' '.join(str(e).split())[:200])}"
         if row is None:
             return None
-        return render_row(row, line, masking)
+        return render_row(row, line, masking, escape)
 
     def lens_title(self, s: MapSettings, path: Path, data: bytes, version: int, uri: str) -> str | None:
         """"token map: p50 … p95 … p99 … · x% over max length · y% cut · z% train nothing"."""
@@ -148,12 +155,6 @@ def _bars(histogram: str) -> str:
     return "".join(blocks[min(7, round(7 * c / top))] if c else " " for c in counts)
 
 
-def escape(text: str) -> str:
-    from .hover import escape_markdown
-
-    return escape_markdown(text)
-
-
 def marked_text(side: "SideMap") -> str:
     """The encoded text with the trained tokens between ⟦ ⟧ and ✂ where truncation cuts;
     special tokens the tokenizer adds (a BOS at offset 0 with no text) shown by name."""
@@ -188,7 +189,7 @@ def marked_text(side: "SideMap") -> str:
     return "".join(out)
 
 
-def render_row(row: "RowMap", line: int, masking: "Masking") -> str:
+def render_row(row: "RowMap", line: int, masking: "Masking", escape: Callable[[str], str] = _plain) -> str:
     if row.error is not None:
         return f"**Token map** · line {line + 1} — the chat template raises: {escape(row.error)}"
     parts = [f"**Token map** · line {line + 1} · {escape(row.fmt)} · loss {escape(row.loss)} · max length "
@@ -203,7 +204,7 @@ def render_row(row: "RowMap", line: int, masking: "Masking") -> str:
         parts.append(f"{head}{n} tokens, {sum(side.mask)} trained"
                      + (f" ({side.before} before truncation); truncation cuts {cut} token(s) "
                         f"{'after token ' + str(hi) if lo == 0 else 'before token ' + str(lo + 1)}" if cut else "")
-                     + (f"; turns: {', '.join(r for _, _, r in side.turns)}" if side.turns else ""))
+                     + (f"; turns: {escape(', '.join(r for _, _, r in side.turns))}" if side.turns else ""))
         text = marked_text(side)
         if len(text) > HOVER_CHARS:
             text = text[:HOVER_CHARS] + f"… ({len(text) - HOVER_CHARS} more characters)"
@@ -219,8 +220,9 @@ def render_row(row: "RowMap", line: int, masking: "Masking") -> str:
 # --- the hooks (server/hover.py, server/lenses.py) -------------------------------------------------
 
 
-async def with_row_map(tp: Any, doc: Any, line: int, hover: Any) -> Any:
-    """The dataset line's hover: its findings' hover (if any) after the row's map."""
+async def with_row_map(tp: Any, doc: Any, line: int, hover: Any, escape: Callable[[str], str] = _plain) -> Any:
+    """The dataset line's hover: its findings' hover (if any) after the row's map.
+    `escape`: hover.escape_markdown for a Markdown client."""
     import asyncio
 
     from lsprotocol import types as lsp
@@ -232,11 +234,12 @@ async def with_row_map(tp: Any, doc: Any, line: int, hover: Any) -> Any:
     if not text.lstrip().startswith("{"):
         return hover
     loop = asyncio.get_running_loop()
-    extra = await loop.run_in_executor(tp.analyzer.executor, tp.token_maps.row_markdown, s, text, line)
+    esc = escape if tp.features.hover_markdown else _plain
+    extra = await loop.run_in_executor(tp.analyzer.executor, tp.token_maps.row_markdown, s, text, line, esc)
     if extra is None:
         return hover
     if not tp.features.hover_markdown:  # plain text: the Markdown marks of the title left out
-        extra = extra.replace("**", "").replace("\\", "")
+        extra = extra.replace("**", "")
     if hover is not None:
         extra = f"{extra}\n\n---\n\n{hover.contents.value}"
     kind = lsp.MarkupKind.Markdown if tp.features.hover_markdown else lsp.MarkupKind.PlainText
