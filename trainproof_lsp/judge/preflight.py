@@ -35,6 +35,7 @@ from ..rules.tokenizer import QUIET_SKIPS, TEMPLATE_NO_EOS, TOKENIZER_RULES, Tok
 from ..readers.dataset import NOT_ALTERNATING as NOT_ALTERNATING_KIND
 from .base import finding_order, not_checked, not_checked_finding, run_rules, verdict_of
 from .cross_files import across_files, earlier_copies
+from .labels import preflight_labels
 from ..rules.tokens import TEMPLATE_ERROR, TOKEN_RULES, TokenContext
 from ..rules.token_map import MAP_RULES
 from ..rules.base import Rule
@@ -378,8 +379,6 @@ def preflight(paths: Sequence[Path | str], config: Config, *, eval_path: Path | 
         conversational = any(s.conversational for s in scans) if scans else None
         reports.append(judge_tokenizer(tokenizer_dir, config, conversational=conversational))
     # The labels against the model's config.json, --train-config's loss and --batch (judge/labels.py).
-    from .labels import preflight_labels
-
     labelled = preflight_labels(paths, config, eval_path=eval_path, tokenizer_dir=tokenizer_dir,
                                 train_config=map_options.train_config if map_options else None, batch=batch)
     if labelled is not None:
