@@ -332,3 +332,55 @@ def test_cli_preflight_batch_json(tmp_path, capsys):
     ids_fired = [(f["id"], f["location"]["path"]) for r in out["reports"] for f in r["findings"]
                  if f["id"].startswith("TP-OBJ")]
     assert ids_fired == [("TP-OBJ-LABEL-SHIFT-DOUBLE", str(batch))]
+
+
+# --- other label shapes, and what cannot be read ----------------------------------------------------
+
+def test_multi_label_rows_count_a_class_where_its_position_is_ever_one(tmp_path):
+    config = classifier(tmp_path)
+    doc = json.loads(config.read_text())
+    doc["problem_type"] = "multi_label_classification"
+    config.write_text(json.dumps(doc, indent=2))
+    path = tmp_path / "train.jsonl"
+    rows = [[1, 0, 0], [0, 1, 0], [1, 1, 0]] * 10  # class 2 is never set
+    path.write_text("".join(json.dumps({"text": f"t{i}", "labels": r}) + "\n" for i, r in enumerate(rows)))
+    report = judge_labels([path], Config())
+    got = found(report, "TP-OBJ-DEAD-CLASS")
+    assert [(f.location.span.start_line, f.evidence["class"]) for f in got] == [(line_of(config, '"2": "positive"'), 2)]
+    assert found(report, "TP-OBJ-TARGET-OUT-OF-RANGE") == []  # 0/1 positions are not class ids
+    rows[4] = [0, 0, 1]
+    path.write_text("".join(json.dumps({"text": f"t{i}", "labels": r}) + "\n" for i, r in enumerate(rows)))
+    assert found(judge_labels([path], Config()), "TP-OBJ-DEAD-CLASS") == []
+
+
+def test_a_regression_head_has_no_classes_to_judge(tmp_path):
+    cfg = transformers.AutoConfig.for_model("distilbert", vocab_size=64, dim=16, n_layers=1, n_heads=2,
+                                            hidden_dim=32, num_labels=1, problem_type="regression",
+                                            architectures=["DistilBertForSequenceClassification"])
+    cfg.save_pretrained(tmp_path)
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps({"text": f"t{i}", "label": 7}) + "\n" for i in range(20)))
+    report = judge_labels([path], Config())
+    check = next(c for c in report.checks if c.group == "TP-OBJ-TARGET-OUT-OF-RANGE")
+    assert not check.ran and "regression" in check.reason and report.verdict is Verdict.PASS
+
+
+def test_a_cut_safetensors_batch_is_not_checked_in_one_line(tmp_path):
+    st = pytest.importorskip("safetensors.torch")
+    causal_lm(tmp_path)
+    batch = tmp_path / "batch.safetensors"
+    st.save_file({"input_ids": torch.ones(2, 8, dtype=torch.int64), "labels": torch.ones(2, 8, dtype=torch.int64)},
+                 batch)
+    batch.write_bytes(batch.read_bytes()[:-40])
+    report = judge_labels([], Config(), batch=batch, search=[tmp_path])
+    nc = [f.message for f in report.findings if f.id == "TP-NOT-CHECKED"]
+    assert nc == [f"--batch not read: {batch}: tensor 'labels' (16 values) does not fit the file's bytes"]  # the last tensor
+    assert report.verdict is Verdict.NOT_CHECKED
+
+
+def test_the_shift_is_not_judged_for_a_model_whose_loss_is_not_known_to_shift(tmp_path):
+    classifier(tmp_path)
+    ids = _rows(10)
+    report = judge_labels([_lm_data(tmp_path / "train.jsonl", ids, [r[1:] + [-100] for r in ids])], Config())
+    check = next(c for c in report.checks if c.group == "TP-OBJ-LABEL-SHIFT-DOUBLE")
+    assert not check.ran and "not known" in check.reason
