@@ -261,3 +261,26 @@ def test_each_default_limit_is_straddled(rule_id, limit):
         assert quiet == [], f"{rule_id} fires at {limit}={s.quiet}: {describe(quiet)}"
     else:
         assert isinstance(quiet, Skip) and s.skip in str(quiet), describe(quiet)
+
+
+# --- what the cases found -----------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="TP-OVERFIT divides the rise by an eval noise of ~1e-16 on a noise-free eval "
+                                       "series (the rounding residue of its second differences) and prints the rise "
+                                       "as quadrillions of noise units; a noise at rounding level should read as none")
+def test_overfit_on_noise_free_evals_does_not_print_a_rise_of_quadrillions_of_noises():
+    result = _run("TP-OVERFIT", metrics.overfit(metrics.OVERFIT_EVALS))
+    assert isinstance(result, list)
+    (hit,) = result
+    noises = float(hit.message.split(" times its eval-to-eval noise")[0].rsplit(", ", 1)[-1])
+    assert noises < 1e6, hit.message
+
+
+@pytest.mark.xfail(strict=True, reason="the dataset reader writes a row cap under 1 MiB as '0 MiB' in the "
+                                       "TP-PRE-ROW-NOT-CHECKED message (max_row_mb may be set below 1)")
+def test_a_row_cap_under_one_mib_is_not_written_as_zero():
+    scan = dataset.scan(dataset.text(0), {"text": "x" * 70_000}, max_row_bytes=1000)
+    result = _run("TP-PRE-ROW-NOT-CHECKED", scan)
+    assert isinstance(result, list)
+    (hit,) = result
+    assert "cap of 0 MiB" not in hit.message, hit.message

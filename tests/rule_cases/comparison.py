@@ -28,8 +28,8 @@ def every_10th(values: Sequence[float]) -> list[float | None]:
 def pair(run: Values, base: Values = BASE, *, judged: bool = False, **series: tuple[Values, Values]) -> Pair:
     """The run aligned with its baseline; `series` gives other series as (run's, baseline's);
     `judged`: the baseline's own report goes with it, as compare judges it."""
-    r = run_of(loss=run, **{k: v[0] for k, v in series.items()})
-    b = run_of(loss=base, **{k: v[1] for k, v in series.items()})
+    r = run_of(loss=run, cols={k: v[0] for k, v in series.items()})
+    b = run_of(loss=base, cols={k: v[1] for k, v in series.items()})
     return align(r, b, AlignLimits(), baseline_report=judge_run(b, Config()) if judged else None)
 
 

@@ -72,6 +72,11 @@ def ones(n: int, value: float = 1.0) -> list[float]:
     return [value] * n
 
 
+def nones(n: int) -> list[float | None]:
+    """n rows without a point of the series."""
+    return [None] * n
+
+
 def grad_streak(k: float, n: int = 12, at: int = 4) -> Run:
     """Gradient norms of 1.0 with a streak of k NaNs from point `at`, a healthy loss."""
     grads = with_at(ones(n), {at + j: NAN for j in range(int(k))})
@@ -345,7 +350,7 @@ def lengths(growth: float = 1.6, *, near: float = 0.95, n: int = 20, cap: bool =
     `near` of the longest completion logged."""
     values = steady(n, 100.0, 100.0 * growth, 4)
     top = 100.0 * growth / near
-    return grpo(n, completions__mean_length=values, completions__max_length=ones(n, top) if cap else ones(n, None),
+    return grpo(n, completions__mean_length=values, completions__max_length=ones(n, top) if cap else nones(n),
                 completions__clipped_ratio=ones(n, 0.95))
 
 
@@ -474,7 +479,7 @@ CASES: dict[str, RuleCases] = {
                            evidence={'median_fraction': 0.6, 'steps_compared': 8}, line=3),),
                     family=('TP-LOADER-BOUND', 'TP-THROUGHPUT')),
         quiet=(Quiet(subject=lambda: run_of(step_time=ones(8, 0.2), data_time=ones(8, 0.05))),
-               Quiet(subject=lambda: run_of(step_time=ones(8, 0.2) + [None] * 8, data_time=[None] * 8 + ones(8, 0.2)),
+               Quiet(subject=lambda: run_of(step_time=ones(8, 0.2) + nones(8), data_time=[*nones(8), *ones(8, 0.2)]),
                      skip="too few steps with both")),
         straddles=(straddle("max_fraction", 0.5, lambda f: run_of(step_time=ones(6), data_time=ones(6, f)), fire=0.51, quiet=0.49),
                    straddle("min_points", 3, lambda n: run_of(step_time=ones(int(n)), data_time=ones(int(n), 0.9)),
@@ -557,6 +562,17 @@ CASES: dict[str, RuleCases] = {
                Fires(subject=lambda: run_of(loss=ones(30, 0.8) + ones(30, 1.3)), hits=(Expect(message='loss level 1.3 at the end (step 600) is 1.62x its best level 0.8 (around step 10); limit 1.5x; judged on the train loss per logged point, points 1-60 of 60 (steps 10-600); levels: rolling medians of 6 points, the end level the last 6',
                            evidence={'end_level': 1.3, 'best_level': 0.8, 'ratio': 1.625, 'best_step': 10, 'end_step': 600, 'window': 6}, line=59),),
                     family=('TP-DEAD-RUN', 'TP-DIVERGE')),
+               # The best step cited is the lowest point of the best level's window: not one
+               # before the window (a low point at 15 is outside it), nor one past its start (16).
+               Fires(subject=lambda: run_of(loss=with_at(list(diverged().series["loss"].values), {15: 0.97})), hits=(Expect(message='loss level 1.6 at the end (step 600) is 1.60x its best level 1 (around step 200); limit 1.5x; judged on the train loss per logged point, points 1-60 of 60 (steps 10-600); levels: rolling medians of 6 points, the end level the last 6',
+                           evidence={'end_level': 1.6, 'best_level': 1.0, 'ratio': 1.6, 'best_step': 200, 'end_step': 600, 'window': 6}, line=59),),
+                    family=('TP-DIVERGE',)),
+               Fires(subject=lambda: run_of(loss=with_at(list(diverged().series["loss"].values), {16: 0.97})), hits=(Expect(message='loss level 1.6 at the end (step 600) is 1.60x its best level 1 (around step 170); limit 1.5x; judged on the train loss per logged point, points 1-60 of 60 (steps 10-600); levels: rolling medians of 6 points, the end level the last 6',
+                           evidence={'end_level': 1.6, 'best_level': 1.0, 'ratio': 1.6, 'best_step': 170, 'end_step': 600, 'window': 6}, line=59),),
+                    family=('TP-DIVERGE',)),
+               Fires(subject=lambda: run_of(loss=with_at(list(diverged().series["loss"].values), {12: 0.3})), hits=(Expect(message='loss level 1.6 at the end (step 600) is 1.60x its best level 1 (around step 200); limit 1.5x; judged on the train loss per logged point, points 1-60 of 60 (steps 10-600); levels: rolling medians of 6 points, the end level the last 6',
+                           evidence={'end_level': 1.6, 'best_level': 1.0, 'ratio': 1.6, 'best_step': 200, 'end_step': 600, 'window': 6}, line=59),),
+                    family=('TP-DIVERGE',)),
                Fires(subject=lambda: diverged(), hits=(Expect(message='loss level 1.6 at the end (step 600) is 1.60x its best level 1 (around step 200); limit 1.5x; judged on the train loss per logged point, points 1-60 of 60 (steps 10-600); levels: rolling medians of 6 points, the end level the last 6',
                            evidence={'end_level': 1.6, 'best_level': 1.0, 'ratio': 1.6, 'best_step': 200, 'end_step': 600, 'window': 6}, line=59),),
                     family=('TP-DIVERGE',))),
@@ -564,9 +580,10 @@ CASES: dict[str, RuleCases] = {
                Quiet(subject=lambda: diverged_with_eval(0.0), skip="the rise is train-side noise"),
                Quiet(subject=lambda: diverged_with_eval(0.0, evals=3), skip="the rise is train-side noise"),
                Quiet(subject=lambda: run_of(loss=[1.0 + 0.004 * i for i in range(60)])),
-               Quiet(subject=lambda: run_of(loss=ones(10) + [0.0] * 20 + ones(30, 0.5)), skip="is not positive")),
+               Quiet(subject=lambda: run_of(loss=ones(10) + [0.0] * 20 + ones(30, 0.5)), skip="is not positive"),
+               Quiet(subject=lambda: run_of(loss=ones(170) + ones(15, 0.5) + ones(15, 1.2)))),
         straddles=(straddle("max_ratio", 1.5, diverged, fire=1.55, quiet=1.5),
-                   straddle("min_regain", 0.1, lambda g: diverged(start=1.0 + 0.6 / g), fire=0.11, quiet=0.09),
+                   straddle("min_regain", 0.1, lambda g: diverged(1.625, start=1.0 + 0.625 / g), fire=0.1, quiet=0.09),
                    straddle("min_stay", 10, lambda p: diverged(up=int(p) + 1), fire=10, quiet=9),
                    straddle("min_stay_fraction", 0.25, lambda f: diverged(n=24, up=round(f * 24)), fire=0.25, quiet=0.2),
                    straddle("eval_tolerance", 0.05, diverged_with_eval, fire=0.06, quiet=0.05,
@@ -583,7 +600,7 @@ CASES: dict[str, RuleCases] = {
                    straddle("negligible_drop", 0.005, lambda d: run_of(loss=steady(40, 1.0, 1.0 - d, 8)), fire=0.0049, quiet=0.0051),
                    straddle("fall_noise", 2.0, hump_in_noises, fire=1.9, quiet=2.1),
                    straddle("max_dead_lr", 1e-7, lambda m: run_of(loss=hump(0.05), lr=ones(40, m)), fire=0.99e-7, quiet=1.01e-7),
-                   straddle("eval_worse", 0.1, lambda x: run_of(loss=[2.0, 1.9, 1.8] + [None] * 97,
+                   straddle("eval_worse", 0.1, lambda x: run_of(loss=[2.0, 1.9, 1.8] + nones(97),
                             eval_loss=[None if i % 10 != 9 else (1.0 if i == 9 else 1.0 + x) for i in range(100)]),
                             fire=0.11, quiet=0.09),
                    straddle("near_uniform", 0.1, lambda u: crawl(near=u), fire=0.099, quiet=0.101),
@@ -754,9 +771,9 @@ CASES: dict[str, RuleCases] = {
                            evidence={'clipped_level': 0.9227825, 'window': 3, 'cap': 256.0}, line=9),),
                     family=('TP-RL-CLIPPED',)),
         quiet=(Quiet(subject=lambda: grpo(12, completions__clipped_ratio=falling(12, 0.9, 0.1))),
-               Quiet(subject=lambda: grpo(12, completions__clipped_ratio=ones(2, 1.0) + ones(10, None)), skip="this check needs at least 3")),
+               Quiet(subject=lambda: grpo(12, completions__clipped_ratio=ones(2, 1.0) + nones(10)), skip="this check needs at least 3")),
         straddles=(straddle("near_one", 0.9, lambda v: grpo(8, completions__clipped_ratio=ones(8, v)), fire=0.91, quiet=0.89),
-                   straddle("min_points", 3, lambda n: grpo(8, completions__clipped_ratio=ones(int(n), 1.0) + ones(8 - int(n), None)),
+                   straddle("min_points", 3, lambda n: grpo(8, completions__clipped_ratio=ones(int(n), 1.0) + nones(8 - int(n))),
                             fire=3, quiet=2, skip="this check needs at least 3")),
     ),
     "TP-RL-ENTROPY-COLLAPSE": RuleCases(
