@@ -16,12 +16,12 @@ import pytest
 
 from rule_cases import (FamilyCases, RuleCases, Straddle, check, default_limits, describe, evidence_matches,
                         family_report, limit_fields, line_of)
-from rule_cases import checkpoint, comparison, dataset, env, metrics, script, tokenizer
+from rule_cases import checkpoint, comparison, dataset, env, labels, metrics, script, tokenizer
 from trainproof_lsp.core.model import Hit
 from trainproof_lsp.rules import BY_ID, REGISTRY, Skip
 
 FAMILIES: tuple[FamilyCases, ...] = (metrics.FAMILY, dataset.FAMILY, checkpoint.FAMILY, script.FAMILY,
-                                       comparison.FAMILY, env.FAMILY, tokenizer.FAMILY)
+                                       comparison.FAMILY, env.FAMILY, tokenizer.FAMILY, labels.FAMILY)
 
 CASES: dict[str, tuple[RuleCases, FamilyCases]] = {}
 for _family in FAMILIES:
@@ -50,7 +50,6 @@ _ENV = ("not yet: the script's calls against the installed libraries' signatures
 _DATASET = ("not yet: token lengths, rendered templates and token maps (rules/tokens.py, token_map.py) built in "
             "code; cases from files are in tests/test_preflight_tokens.py and test_token_map.py")
 _SPEECH = "not yet: speech scans built in code; cases from listings and audio are in tests/test_speech.py"
-_LABELS = "not yet: label facts built in code; cases from real models and datasets are in tests/test_labels.py"
 _BUNDLE = ("not yet: bundle facts (an output folder's files) built in code; cases from folders are in "
            "tests/test_bundle.py")
 NOT_COVERED: dict[str, str] = {
@@ -87,10 +86,6 @@ NOT_COVERED: dict[str, str] = {
     "TP-SPEECH-EVAL-SPEAKERS": _SPEECH,
     "TP-TOK-HIGH-OOV": _SPEECH,
     "TP-TOK-HIGH-TPS": _SPEECH,
-    "TP-OBJ-IGNORE-INDEX-COLLISION": _LABELS,
-    "TP-OBJ-TARGET-OUT-OF-RANGE": _LABELS,
-    "TP-OBJ-DEAD-CLASS": _LABELS,
-    "TP-OBJ-LABEL-SHIFT-DOUBLE": _LABELS,
     "TP-BUNDLE-STOP-TOKEN": _BUNDLE,
     "TP-BUNDLE-SPECIAL-ID-MISMATCH": _BUNDLE,
     "TP-BUNDLE-VOCAB-BEYOND-EMBEDDINGS": _BUNDLE,
@@ -143,7 +138,7 @@ NOT_STRADDLED: dict[tuple[str, str], str] = {
 }
 
 # NOT_COVERED's length may only go down: lower this when you cover a rule.
-NOT_COVERED_CEILING = 48
+NOT_COVERED_CEILING = 44
 
 
 def _context(rule_id: str, subject: Any) -> Any:
