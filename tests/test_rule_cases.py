@@ -120,7 +120,6 @@ NOT_STRADDLED: dict[tuple[str, str], str] = {
                                 "so a late jump decides only once it fills half that window too: the pair sits at "
                                 "recent + w/2, not at `recent` alone"),
     ("TP-DEAD-RUN", "recent_fraction"): "as `recent`: the fraction only shortens it for logs under 40 points",
-    ("TP-GRAD-SPIKE", "before"): "not yet: a norm's recent level against a run whose norms step up inside the window",
     ("TP-GRAD-SPIKE", "fallen"): "not yet: a spike on either side of the loss's half-fall mark",
     ("TP-GRAD-SPIKE", "max_startup"): "not yet: a spike on either side of the first 10% of a slowly falling run",
     ("TP-GRAD-SPIKE", "quiet_sigmas"): "not yet: a single-step peak with the loss moving 3 of its noises",

@@ -153,6 +153,18 @@ def grad_spikes(ratio: float, *, n: int = 40, at: tuple[int, ...] = (25, 26), bu
     return run_of(loss=loss, grad_norm=with_at(ones(n), {i: ratio for i in at}))
 
 
+def grad_spikes_after_stretch(distance: float, n: int = 60, at: int = 40) -> Run:
+    """Norms of 1.0 with a stretch of six at 9.0 (below 10x the median, so no spike itself)
+    starting `distance` points before two norms of 60 at `at`: inside a window of 10 before
+    them the stretch holds the window's median at 9, outside it at 5."""
+    d = int(distance)
+    grads = ones(n)
+    for j in range(6):
+        grads[at - d + j] = 9.0
+    grads[at] = grads[at + 1] = 60.0
+    return run_of(loss=healthy(n), grad_norm=grads)
+
+
 def diverged(ratio: float = 1.6, *, start: float = 3.0, up: int = 30, n: int = 60, lead: int = 6,
              level: float = 1.0) -> Run:
     """`lead` points at `start`, a fall to 1.0 by point 20 (a third of a shorter log), then
@@ -549,7 +561,8 @@ CASES: dict[str, RuleCases] = {
         straddles=(straddle("max_ratio", 10.0, grad_spikes, fire=10.5, quiet=9.5),
                    straddle("lone_ratio", 100.0, lambda r: grad_spikes(r, at=(25,), bump=0.3), fire=101, quiet=99),
                    straddle("min_points", 6, lambda n: run_of(grad_norm=ones(int(n) - 2) + [200.0, 1.0]), fire=6, quiet=5,
-                            skip="this check needs at least 6")),
+                            skip="this check needs at least 6"),
+                   straddle("before", 10, grad_spikes_after_stretch, fire=11, quiet=10)),
     ),
     "TP-DIVERGE": RuleCases(
         fires=(Fires(subject=lambda: diverged(level=0.5, n=250, up=60), hits=(Expect(message='loss level 0.8 at the end (step 2500) is 1.60x its best level 0.5 (around step 200); limit 1.5x; judged on the train loss per logged point, points 1-250 of 250 (steps 10-2500); levels: rolling medians of 20 points, the end level the last 20',
