@@ -120,7 +120,6 @@ NOT_STRADDLED: dict[tuple[str, str], str] = {
     ("TP-DEAD-RUN", "recent_fraction"): "as `recent`: the fraction only shortens it for logs under 40 points",
     ("TP-GRAD-SPIKE", "fallen"): "not yet: a spike on either side of the loss's half-fall mark",
     ("TP-GRAD-SPIKE", "max_startup"): "not yet: a spike on either side of the first 10% of a slowly falling run",
-    ("TP-GRAD-SPIKE", "quiet_sigmas"): "not yet: a single-step peak with the loss moving 3 of its noises",
     ("TP-GRAD-SPIKE", "quiet_before"): "not yet: the loss level before a peak from 5 vs 6 points",
     ("TP-AT-CHANCE", "accuracy_margin"): ("never decides whether the rule fires: it only sets the evidence's "
                                           "accuracy_at_chance and the message's 'is'/'is not near chance'"),

@@ -165,6 +165,19 @@ def grad_spikes_after_stretch(distance: float, n: int = 60, at: int = 40) -> Run
     return run_of(loss=healthy(n), grad_norm=grads)
 
 
+def peak_with_loss_moving(k: float, n: int = 40, at: int = 25, b: float = 0.02) -> Run:
+    """A single gradient norm of 500 at point `at` (100x past the median is needed alone) over
+    a loss alternating +-b around 2.0 that, at the peak's step, moves k of its own point noises
+    above its level before (the lower of the median of the 5 losses before and the last)."""
+    base = [2.0 + b * (1 if i % 2 else -1) for i in range(n)]
+    before = base[at - 5:at]
+    level = min(sorted(before)[2], before[-1])
+    loss = list(base)
+    for _ in range(20):  # the bump moves the noise estimate a little: settle it
+        loss[at] = level + k * point_noise(loss)
+    return run_of(loss=loss, grad_norm=with_at(ones(n), {at: 500.0}))
+
+
 def diverged(ratio: float = 1.6, *, start: float = 3.0, up: int = 30, n: int = 60, lead: int = 6,
              level: float = 1.0) -> Run:
     """`lead` points at `start`, a fall to 1.0 by point 20 (a third of a shorter log), then
@@ -562,7 +575,8 @@ CASES: dict[str, RuleCases] = {
                    straddle("lone_ratio", 100.0, lambda r: grad_spikes(r, at=(25,), bump=0.3), fire=101, quiet=99),
                    straddle("min_points", 6, lambda n: run_of(grad_norm=ones(int(n) - 2) + [200.0, 1.0]), fire=6, quiet=5,
                             skip="this check needs at least 6"),
-                   straddle("before", 10, grad_spikes_after_stretch, fire=11, quiet=10)),
+                   straddle("before", 10, grad_spikes_after_stretch, fire=11, quiet=10),
+                   straddle("quiet_sigmas", 3.0, peak_with_loss_moving, fire=3.1, quiet=2.9)),
     ),
     "TP-DIVERGE": RuleCases(
         fires=(Fires(subject=lambda: diverged(level=0.5, n=250, up=60), hits=(Expect(message='loss level 0.8 at the end (step 2500) is 1.60x its best level 0.5 (around step 200); limit 1.5x; judged on the train loss per logged point, points 1-250 of 250 (steps 10-2500); levels: rolling medians of 20 points, the end level the last 20',
