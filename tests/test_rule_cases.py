@@ -16,13 +16,13 @@ import pytest
 
 from rule_cases import (FamilyCases, RuleCases, Straddle, check, default_limits, describe, evidence_matches,
                         family_report, limit_fields, line_of)
-from rule_cases import checkpoint, comparison, dataset, env, labels, metrics, script, tokenizer, tokens
+from rule_cases import checkpoint, comparison, dataset, env, labels, metrics, script, speech, tokenizer, tokens
 from trainproof_lsp.core.model import Hit
 from trainproof_lsp.rules import BY_ID, REGISTRY, Skip
 
 FAMILIES: tuple[FamilyCases, ...] = (metrics.FAMILY, dataset.FAMILY, checkpoint.FAMILY, script.FAMILY,
                                        comparison.FAMILY, env.FAMILY, tokenizer.FAMILY, labels.FAMILY,
-                                       tokens.FAMILY)
+                                       tokens.FAMILY, speech.FAMILY)
 
 CASES: dict[str, tuple[RuleCases, FamilyCases]] = {}
 for _family in FAMILIES:
@@ -50,7 +50,8 @@ _ENV = ("not yet: the script's calls against the installed libraries' signatures
         "built in code; cases through the env judge are in tests/test_script_api.py")
 _DATASET = ("not yet: token maps (readers/token_map.TokenMap, many per-row columns and flags) built in code; "
             "cases from files and a real tokenizer are in tests/test_token_map.py")
-_SPEECH = "not yet: speech scans built in code; cases from listings and audio are in tests/test_speech.py"
+_SPEECH = ("not yet: needs a SentencePiece model trained in the test; its firing and quiet cases are in "
+           "tests/test_speech.py")
 _BUNDLE = ("not yet: bundle facts (an output folder's files) built in code; cases from folders are in "
            "tests/test_bundle.py")
 NOT_COVERED: dict[str, str] = {
@@ -63,25 +64,6 @@ NOT_COVERED: dict[str, str] = {
     "TP-MAP-PAIR-IDENTICAL": _DATASET,
     "TP-MAP-DOUBLE-BOS": _DATASET,
     "TP-MAP-LENGTHS": _DATASET,
-    "TP-SPEECH-BAD-RECORD": _SPEECH,
-    "TP-DATA-MISSING-AUDIO": _SPEECH,
-    "TP-DATA-UNREADABLE-AUDIO": _SPEECH,
-    "TP-DATA-INCONSISTENT-SR": _SPEECH,
-    "TP-DATA-INCONSISTENT-CHANNELS": _SPEECH,
-    "TP-DATA-EMPTY-TRANSCRIPT": _SPEECH,
-    "TP-SPEECH-DURATION-OUTLIER": _SPEECH,
-    "TP-DATA-CHAR-RATE-OUTLIER": _SPEECH,
-    "TP-DATA-DUPLICATES": _SPEECH,
-    "TP-DATA-CLIPPING": _SPEECH,
-    "TP-DATA-SILENCE": _SPEECH,
-    "TP-DATA-UNNORMALIZED": _SPEECH,
-    "TP-DATA-MIXED-SCRIPTS": _SPEECH,
-    "TP-SPEECH-DURATION-MISMATCH": _SPEECH,
-    "TP-SPEECH-OVER-MAX-LEN": _SPEECH,
-    "TP-SPEECH-OUT-OF-CHARSET": _SPEECH,
-    "TP-SPEECH-AUDIO-OUTSIDE": _SPEECH,
-    "TP-SPEECH-EVAL-OVERLAP": _SPEECH,
-    "TP-SPEECH-EVAL-SPEAKERS": _SPEECH,
     "TP-TOK-HIGH-OOV": _SPEECH,
     "TP-TOK-HIGH-TPS": _SPEECH,
     "TP-BUNDLE-STOP-TOKEN": _BUNDLE,
@@ -128,13 +110,18 @@ NOT_STRADDLED: dict[tuple[str, str], str] = {
     ("TP-PREF-MARGINS-FLAT", "min_trend_z"): _Z,
     ("TP-PREF-DISPLACEMENT", "max_trend_z"): _Z,
     ("TP-RL-LENGTH-HACKING", "min_trend_z"): _Z,
+    ("TP-DATA-CHAR-RATE-OUTLIER", "min_spread"): "not yet: a corpus of speaking rates with a robust spread of 0.1",
+    ("TP-DATA-CLIPPING", "clip_level"): ("applied by the sample pass (readers/audio.SampleOptions, built by the "
+                                         "speech judge from this limit): the check reads the clipped count"),
+    ("TP-DATA-SILENCE", "silence_level"): ("applied by the sample pass (readers/audio.SampleOptions, built by the "
+                                           "speech judge from this limit): the check reads the longest silence"),
     ("TP-ENV-IMPORT-TIMEOUT", "timeout_s"): ("the probe's timeout, read where the imports are probed (cli.py passes "
                                              "it to readers/envcheck); the check reports the timeout the facts say "
                                              "was used and never reads the limit"),
 }
 
 # NOT_COVERED's length may only go down: lower this when you cover a rule.
-NOT_COVERED_CEILING = 41
+NOT_COVERED_CEILING = 22
 
 
 def _context(rule_id: str, subject: Any) -> Any:
