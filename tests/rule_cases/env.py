@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 from trainproof_lsp.core.model import Location, Span
-from trainproof_lsp.readers.envcheck import EnvFacts, Gpu, ImportProbe, PrecisionAsk
+from trainproof_lsp.readers.envcheck import ApiProbe, EnvFacts, Gpu, ImportProbe, PrecisionAsk, Signature
 from trainproof_lsp.rules import Context
 
 from . import Expect, FamilyCases, Fires, Quiet, RuleCases, straddle
@@ -42,6 +42,27 @@ MEM = (64.0, 20.0)  # total, available GB
 def gpus(*capabilities: float, asks: tuple[str, ...] = ("bf16",)) -> EnvFacts:
     return room(gpus=tuple(Gpu(name=f"GPU-{c:g}", capability=c) for c in capabilities),
                 precision=tuple(PrecisionAsk(key=k, config="TrainingArguments", location=at(7)) for k in asks))
+
+
+# TrainingArguments as an installed transformers would show it to the signature probe: its
+# keyword parameters, and the string values its Enum-annotated fields take.
+TRAINING_ARGUMENTS = Signature(
+    outcome="ok", library="transformers", version="5.25.0", qualname="transformers.training_args.TrainingArguments",
+    params=("output_dir", "eval_strategy", "save_strategy", "learning_rate", "processing_class"),
+    choices=(("eval_strategy", ("no", "steps", "epoch"), False), ("save_strategy", ("no", "steps", "epoch", "best"), False)))
+
+
+def api(keywords: str, signature: Signature = TRAINING_ARGUMENTS) -> EnvFacts:
+    """The env facts of a script calling TrainingArguments(output_dir="out", <keywords>),
+    read with ast, each library call beside the installed class's signature."""
+    from .script import script
+    facts = script(f"""
+        from transformers import TrainingArguments
+
+        args = TrainingArguments(output_dir="out", {keywords})
+        """)
+    return EnvFacts(path=facts.path, python="python3", imports_requested=True,
+                    api=tuple(ApiProbe(call=c, path=facts.path, signature=signature) for c in facts.api_calls))
 
 
 def context(_: EnvFacts) -> Context:
@@ -179,5 +200,28 @@ CASES: dict[str, RuleCases] = {
                Quiet(subject=lambda: gpus(), skip="no GPU measured")),
     ),
 }
+
+CASES.update({
+    "TP-SCRIPT-API-UNKNOWN-KEYWORD": RuleCases(
+        fires=Fires(subject=lambda: api('evaluation_strategy="steps", learnin_rate=2e-5, tokenizer=None'), hits=(Expect(message="TrainingArguments(evaluation_strategy=...): transformers 5.25.0 TrainingArguments takes no keyword 'evaluation_strategy' (renamed eval_strategy); the call raises TypeError before training starts",
+                           evidence={'keyword': 'evaluation_strategy', 'class': 'transformers.training_args.TrainingArguments', 'library': 'transformers', 'version': '5.25.0', 'replacement': 'eval_strategy'}, line=2),
+                     Expect(message="TrainingArguments(learnin_rate=...): transformers 5.25.0 TrainingArguments takes no keyword 'learnin_rate' (did you mean learning_rate?); the call raises TypeError before training starts",
+                           evidence={'keyword': 'learnin_rate', 'class': 'transformers.training_args.TrainingArguments', 'library': 'transformers', 'version': '5.25.0', 'replacement': 'learning_rate'}, line=2),
+                     Expect(message="TrainingArguments(tokenizer=...): transformers 5.25.0 TrainingArguments takes no keyword 'tokenizer' (renamed processing_class); the call raises TypeError before training starts",
+                           evidence={'keyword': 'tokenizer', 'class': 'transformers.training_args.TrainingArguments', 'library': 'transformers', 'version': '5.25.0', 'replacement': 'processing_class'}, line=2),),
+                    family=('TP-SCRIPT-API-UNKNOWN-KEYWORD', 'TP-SCRIPT-API-UNKNOWN-KEYWORD', 'TP-SCRIPT-API-UNKNOWN-KEYWORD')),
+        quiet=(Quiet(subject=lambda: api('eval_strategy="steps", learning_rate=2e-5')),
+               Quiet(subject=lambda: api("bogus=1", dataclasses.replace(TRAINING_ARGUMENTS, var_keyword=True))),
+               Quiet(subject=lambda: room(), skip="no --entrypoint or --module")),
+    ),
+    "TP-SCRIPT-API-BAD-VALUE": RuleCases(
+        fires=Fires(subject=lambda: api('eval_strategy="step", save_strategy="epochs"'), hits=(Expect(message='TrainingArguments(eval_strategy="step"): transformers 5.25.0 TrainingArguments accepts \'no\', \'steps\', \'epoch\' for eval_strategy (closest: \'steps\'); the call raises ValueError before training starts',
+                           evidence={'keyword': 'eval_strategy', 'value': 'step', 'class': 'transformers.training_args.TrainingArguments', 'library': 'transformers', 'version': '5.25.0', 'closest': 'steps'}, line=2),
+                     Expect(message='TrainingArguments(save_strategy="epochs"): transformers 5.25.0 TrainingArguments accepts \'no\', \'steps\', \'epoch\', \'best\' for save_strategy (closest: \'epoch\'); the call raises ValueError before training starts',
+                           evidence={'keyword': 'save_strategy', 'value': 'epochs', 'class': 'transformers.training_args.TrainingArguments', 'library': 'transformers', 'version': '5.25.0', 'closest': 'epoch'}, line=2),),
+                    family=('TP-SCRIPT-API-BAD-VALUE', 'TP-SCRIPT-API-BAD-VALUE')),
+        quiet=Quiet(subject=lambda: api('eval_strategy="steps", save_strategy="epoch"')),
+    ),
+})
 
 FAMILY = FamilyCases(cases=CASES, context=context)
