@@ -8,10 +8,12 @@ from typing import Sequence
 from trainproof_lsp.core.config import Config
 from trainproof_lsp.judge.engine import judge_run
 from trainproof_lsp.rules import Context
+from trainproof_lsp.rules._stats import point_noise
 from trainproof_lsp.rules.compare import AlignLimits, Pair, align
+from trainproof_lsp.rules.objective_compare import BelowLimits, ObjectivePair, align_objective
 
 from . import Expect, FamilyCases, Fires, Quiet, RuleCases, straddle
-from .metrics import NAN, Values, ones, run_of, steady, with_at
+from .metrics import NAN, Values, grpo, ones, run_of, steady, with_at
 
 N = 60
 BASE = steady(N, 2.5, 0.9, 6)  # falls by 64%, windows of 6 at each end
@@ -50,7 +52,27 @@ def grads(run: Values, base: Values) -> Pair:
     return pair(BASE, grad_norm=(run, base))
 
 
-def context(_: Pair) -> Context:
+def rewards(run: Sequence[float], base: Sequence[float] = steady(40, 0.2, 0.8, 6)) -> ObjectivePair:
+    """Two GRPO runs' rewards aligned on their common steps, as compare aligns them."""
+    return align_objective(grpo(len(run), reward=run), grpo(len(base), reward=base), "reward", BelowLimits())
+
+
+def short_of(fraction: float) -> ObjectivePair:
+    """A run whose reward ends `fraction` of the baseline's gain (0.6) below the baseline's end."""
+    return rewards(steady(40, 0.2, 0.8 - 0.6 * fraction, 6))
+
+
+def short_in_noises(k: float, b: float = 0.1) -> ObjectivePair:
+    """A run whose reward (+-b alternating) ends k level noises below the baseline's end."""
+    def run(end: float) -> list[float]:
+        return [v + b * (1 if i % 2 else -1) for i, v in enumerate(steady(40, 0.2, end, 6))]
+    end = 0.5
+    for _ in range(20):
+        end = 0.8 - k * point_noise(run(end)) / 2.0  # a window of 4: the noise over sqrt(4)
+    return rewards(run(end))
+
+
+def context(_: Pair | ObjectivePair) -> Context:
     return Context()
 
 
@@ -132,5 +154,15 @@ CASES: dict[str, RuleCases] = {
         quiet=(Quiet(subject=lambda: pair(BASE, judged=True)), Quiet(subject=lambda: pair(BASE), skip="not judged on its own")),
     ),
 }
+
+CASES["TP-CMP-REWARD-BELOW"] = RuleCases(
+    fires=Fires(subject=lambda: short_of(0.5), hits=(Expect(message="reward ends at 0.5 against the baseline's 0.8 over steps 10-400 (medians of the last 4): 0.3 short, 50% of the baseline's gain 0.6 (limits: 25% of it, and 2 x the level noise 4.2e-18)",
+                           evidence={'series': 'reward', 'run_end_level': 0.5, 'baseline_end_level': 0.8, 'shortfall': 0.3, 'baseline_gain': 0.6, 'noise': 4.199897e-18}, line=39),),
+                    family=('TP-CMP-REWARD-BELOW',)),
+    quiet=(Quiet(subject=lambda: short_of(0.1)),
+           Quiet(subject=lambda: rewards(steady(40, 0.2, 0.3, 6), ones(40, 0.5)), skip="did not rise")),
+    straddles=(straddle("max_shortfall", 0.25, short_of, fire=0.26, quiet=0.24),
+               straddle("noise_sigmas", 2.0, short_in_noises, fire=2.2, quiet=1.8)),
+)
 
 FAMILY = FamilyCases(cases=CASES, context=context)
