@@ -47,8 +47,6 @@ ENGINE_EMITTED: dict[str, str] = {
 # Rules with a check that have no cases here yet, by family, and why. May only shrink.
 _DATASET = ("not yet: token maps (readers/token_map.TokenMap, many per-row columns and flags) built in code; "
             "cases from files and a real tokenizer are in tests/test_token_map.py")
-_SPEECH = ("not yet: needs a SentencePiece model trained in the test; its firing and quiet cases are in "
-           "tests/test_speech.py")
 NOT_COVERED: dict[str, str] = {
     "TP-MAP-RESPONSE-CUT": _DATASET,
     "TP-MAP-EOS-NEVER-TRAINED": _DATASET,
@@ -56,8 +54,6 @@ NOT_COVERED: dict[str, str] = {
     "TP-MAP-PAIR-IDENTICAL": _DATASET,
     "TP-MAP-DOUBLE-BOS": _DATASET,
     "TP-MAP-LENGTHS": _DATASET,
-    "TP-TOK-HIGH-OOV": _SPEECH,
-    "TP-TOK-HIGH-TPS": _SPEECH,
 }
 
 # Limits of covered rules that have no straddling pair, and why: a limit the rule does not
@@ -106,7 +102,7 @@ NOT_STRADDLED: dict[tuple[str, str], str] = {
 }
 
 # NOT_COVERED's length may only go down: lower this when you cover a rule.
-NOT_COVERED_CEILING = 8
+NOT_COVERED_CEILING = 6
 
 
 def _context(rule_id: str, subject: Any) -> Any:

@@ -9,6 +9,7 @@ import json
 import math
 import re
 import tempfile
+from functools import cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -32,7 +33,7 @@ def voice(seconds: float, *, seed: int = 0, amp: float = 0.3) -> np.ndarray:
 
 
 def speech(clips: Sequence[dict[str, Any]], *, name: str = "train_manifest.json", folder: Path | None = None,
-           files: dict[str, Any] | None = None, lines: Sequence[str] = ()) -> SpeechScan:
+           files: dict[str, Any] | None = None, lines: Sequence[str] = (), tokenizer: Path | None = None) -> SpeechScan:
     """A manifest of `clips` (each: seconds or samples, text, and any manifest keys) written
     in `folder` (a fresh one by default) with its WAVs under wavs/, plus raw `lines`."""
     import soundfile as sf  # type: ignore[import-untyped,unused-ignore]  # the `speech` extra, in the test environment
@@ -56,7 +57,42 @@ def speech(clips: Sequence[dict[str, Any]], *, name: str = "train_manifest.json"
         (folder / fname).write_text(content if isinstance(content, str) else json.dumps(content))
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records) + "".join(x + "\n" for x in lines)
     (folder / name).write_text(text, encoding="utf-8")
-    return scan_speech(list_speech(folder / name), jobs=1)
+    return scan_speech(list_speech(folder / name), jobs=1, tokenizer=tokenizer)
+
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+@cache
+def char_model() -> Path:
+    """A character-level SentencePiece model of the 26 letters, trained here once."""
+    import sentencepiece as spm  # type: ignore[import-untyped,unused-ignore]  # in the test environment
+    folder = Path(tempfile.mkdtemp(dir=_folder()))
+    (folder / "letters.txt").write_text("\n".join(LETTERS[i:] + LETTERS[:i] for i in range(26)) * 5 + "\n")
+    spm.SentencePieceTrainer.train(input=str(folder / "letters.txt"), model_prefix=str(folder / "chars"), model_type="char",
+                                   vocab_size=len(LETTERS) + 4, character_coverage=1.0, minloglevel=2)
+    return folder / "chars.model"
+
+
+def letters(n: int, unknown: int = 0) -> str:
+    """n letters in one word (n + 1 pieces with the word's leading mark), the first
+    `unknown` of them a letter the model never saw (an accented one), each between known ones."""
+    text = [LETTERS[i % 26] for i in range(n)]
+    for j in range(unknown):
+        text[2 * j + 1] = "\u00e9"
+    return "".join(text)
+
+
+def paced(pieces: float, n: int = 20) -> SpeechScan:
+    """n one-second clips whose transcripts are `pieces` pieces each."""
+    return speech(clips(n, seconds=1.0, text=letters(int(pieces) - 1)), tokenizer=char_model())
+
+
+def unknown_share(rate: float) -> SpeechScan:
+    """20 clips of 2.5 s and 100 pieces each (40 a second), `rate` of all 2000 pieces <unk>."""
+    k = round(rate * 2000)
+    texts = [letters(99, unknown=min(k - 40 * i, 40) if k > 40 * i else 0) for i in range(20)]
+    return speech([{"seconds": 2.5, "text": t} for t in texts], tokenizer=char_model())
 
 
 def clips(n: int = 24, **each: Any) -> list[dict[str, Any]]:
@@ -263,5 +299,23 @@ CASES: dict[str, RuleCases] = {
         context=with_train,
     ),
 }
+
+CASES.update({
+    "TP-TOK-HIGH-OOV": RuleCases(
+        fires=Fires(subject=lambda: unknown_share(0.01), hits=(Expect(message='20 of 2,000 pieces are <unk> (1.000%) in 1 transcript(s), first line 1; limit 0.100%',
+                           evidence={'unknown': 20, 'pieces': 2000, 'rate': 0.01, 'line': 1}, line=0),),
+                    family=('TP-TOK-HIGH-OOV',)),
+        quiet=(Quiet(subject=lambda: unknown_share(0.0)),
+               Quiet(subject=lambda: speech(clips(3)), skip="no SentencePiece model given")),
+        straddles=(straddle("max_oov_rate", 0.001, unknown_share, fire=0.0015, quiet=0.001),),
+    ),
+    "TP-TOK-HIGH-TPS": RuleCases(
+        fires=Fires(subject=lambda: paced(60), hits=(Expect(message='60.0 pieces per second of audio (1,200 pieces over 20.0 s, 20 utterances); fastest line 1 at 60.0/s; limit 50.0',
+                           evidence={'tokens_per_second': 60.0, 'pieces': 1200, 'seconds': 20.0, 'line': 1}, line=0),),
+                    family=('TP-TOK-HIGH-TPS',)),
+        quiet=(Quiet(subject=lambda: paced(15)), Quiet(subject=lambda: speech(clips(3)), skip="no SentencePiece model given")),
+        straddles=(straddle("max_tokens_per_s", 50.0, paced, fire=51, quiet=50),),
+    ),
+})
 
 FAMILY = FamilyCases(cases=CASES, context=context, normalize=normalize)
