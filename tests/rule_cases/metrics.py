@@ -379,6 +379,28 @@ def lengths(growth: float = 1.6, *, near: float = 0.95, n: int = 20, cap: bool =
                 completions__clipped_ratio=ones(n, 0.95))
 
 
+def to_trend_z(values: Sequence[float], z: float, keep: int) -> list[float]:
+    """`values` (strictly monotone) with the points between the first and last `keep`
+    reordered so that the series' Mann-Kendall z is `z` (to within one pair of points):
+    z = (S -+ 1) / sd with S the ordered minus the disordered pairs, sd = sqrt(n(n-1)(2n+5)/18)
+    (no ties). The end windows keep their points, so window levels stay where they were."""
+    n = len(values)
+    pairs = n * (n - 1) // 2
+    sd = math.sqrt(n * (n - 1) * (2 * n + 5) / 18.0)
+    s = z * sd + (1 if z > 0 else -1)
+    rising = values[-1] > values[0]
+    # S = +-(pairs - 2 x swapped pairs): the swaps each turn an ordered pair round.
+    swaps = round((pairs - (s if rising else -s)) / 2)
+    middle = list(values[keep:n - keep])
+    assert 0 <= swaps <= len(middle) * (len(middle) - 1) // 2, "the middle cannot hold that many swapped pairs"
+    out, left = [], swaps
+    while middle:  # the j-th of the remaining points placed next swaps it with the j before it
+        j = min(left, len(middle) - 1)
+        out.append(middle.pop(j))
+        left -= j
+    return list(values[:keep]) + out + list(values[n - keep:])
+
+
 CASES: dict[str, RuleCases] = {
     "TP-NAN": RuleCases(
         fires=Fires(subject=lambda: run_of(loss=with_at(healthy(12), {3: NAN, 8: INF})),
@@ -423,7 +445,10 @@ CASES: dict[str, RuleCases] = {
                     family=('TP-FLAT', 'TP-ZERO-GRAD', 'TP-DEAD-RUN')),
         quiet=(Quiet(subject=lambda: run_of(loss=healthy(30), grad_norm=[0.0] * 30), skip="the logged norm is not"),
                Quiet(subject=lambda: run_of(loss=healthy(30), grad_norm=[0.0] * 29 + [1e-3]))),
-        straddles=(straddle("improved_drop", 0.1, lambda d: run_of(
+        straddles=(straddle("improved_z", -3.0, lambda z: run_of(
+            loss=to_trend_z([2.0 - i / 19 for i in range(20)], z, keep=4), grad_norm=[0.0] * 20),
+            fire=-2.9, quiet=-3.1, skip="the logged norm is not"),
+                   straddle("improved_drop", 0.1, lambda d: run_of(
             loss=ones(10, 2.0) + [2.0 - 2.0 * d * (i + 1) / 11 for i in range(10)] + ones(10, 2.0 * (1 - d)),
             grad_norm=[0.0] * 30), fire=0.09, quiet=0.11, skip="the logged norm is not"),),
     ),
@@ -627,6 +652,11 @@ CASES: dict[str, RuleCases] = {
                    straddle("negligible_drop", 0.005, lambda d: run_of(loss=steady(40, 1.0, 1.0 - d, 8)), fire=0.0049, quiet=0.0051),
                    straddle("fall_noise", 2.0, hump_in_noises, fire=1.9, quiet=2.1),
                    straddle("max_dead_lr", 1e-7, lambda m: run_of(loss=hump(0.05), lr=ones(40, m)), fire=0.99e-7, quiet=1.01e-7),
+                   straddle("resumed_rise_z", 2.0, lambda z: run_of(loss=to_trend_z([1.0 + 0.1 * i / 19 for i in range(20)], z, keep=4),
+                                                                      first=500), fire=2.1, quiet=1.9, skip="a resumed run at its floor"),
+                   straddle("resumed_fall_z", -2.0, lambda z: run_of(loss=to_trend_z([1.1 - 0.1 * i / 19 for i in range(20)], z, keep=4),
+                                                                       lr=ones(20, 5e-8), first=500), fire=-1.9, quiet=-2.1,
+                            skip="a resumed run at its floor"),
                    straddle("eval_worse", 0.1, lambda x: run_of(loss=[2.0, 1.9, 1.8] + nones(97),
                             eval_loss=[None if i % 10 != 9 else (1.0 if i == 9 else 1.0 + x) for i in range(100)]),
                             fire=0.11, quiet=0.09),
@@ -738,6 +768,9 @@ CASES: dict[str, RuleCases] = {
         quiet=(Quiet(subject=lambda: run_of(loss=ones(40, 0.6), cols={"logps/chosen": ones(40, -100.0), "logps/rejected": falling(40, -100, -140)})),
                Quiet(subject=lambda: displaced(0.3))),
         straddles=(straddle("min_share", 0.6, displaced, fire=0.625, quiet=0.59375),
+                   straddle("max_trend_z", -2.0, lambda z: run_of(loss=falling(20, LN2, 0.3), cols={
+                       "logps/chosen": to_trend_z([-100.0 - 20.0 * i / 19 for i in range(20)], z, keep=4),
+                       "logps/rejected": [-100.0 - 30.0 * i / 19 for i in range(20)]}), fire=-2.1, quiet=-1.9),
                    straddle("fall_noise", 2.0, displaced_in_noises, fire=2.2, quiet=1.8),
                    straddle("min_points", 10, lambda n: run_of(loss=ones(int(n), 0.6), cols={"logps/chosen": falling(int(n), -100, -120),
                                                                                             "logps/rejected": falling(int(n), -100, -130)}),
@@ -826,6 +859,9 @@ CASES: dict[str, RuleCases] = {
                Quiet(subject=lambda: grpo(20, completions__mean_length=steady(20, 100.0, 160.0, 4)),
                      skip="no completions/max_length or completions/clipped_ratio")),
         straddles=(straddle("growth", 1.25, lengths, fire=1.26, quiet=1.24),
+                   straddle("min_trend_z", 2.0, lambda z: grpo(20, completions__mean_length=to_trend_z(
+                       [100.0 + 60.0 * i / 19 for i in range(20)], z, keep=4), completions__max_length=ones(20, 168.0)),
+                            fire=2.1, quiet=1.9),
                    straddle("near_cap", 0.9, lambda c: lengths(near=c), fire=0.91, quiet=0.89),
                    straddle("min_points", 6, lambda n: grpo(int(n), completions__mean_length=[100.0 + 20 * i for i in range(int(n))],
                                                               completions__max_length=ones(int(n), 195.0)),
