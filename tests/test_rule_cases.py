@@ -69,9 +69,6 @@ NOT_STRADDLED: dict[tuple[str, str], str] = {
                                 "so a late jump decides only once it fills half that window too: the pair sits at "
                                 "recent + w/2, not at `recent` alone"),
     ("TP-DEAD-RUN", "recent_fraction"): "as `recent`: the fraction only shortens it for logs under 40 points",
-    ("TP-GRAD-SPIKE", "fallen"): "not yet: a spike on either side of the loss's half-fall mark",
-    ("TP-GRAD-SPIKE", "max_startup"): "not yet: a spike on either side of the first 10% of a slowly falling run",
-    ("TP-GRAD-SPIKE", "quiet_before"): "not yet: the loss level before a peak from 5 vs 6 points",
     ("TP-AT-CHANCE", "accuracy_margin"): ("never decides whether the rule fires: it only sets the evidence's "
                                           "accuracy_at_chance and the message's 'is'/'is not near chance'"),
     ("TP-OVERFIT", "rise_z"): ("z of the evals from the lowest level on, which must also rise 1.4 of their own "
@@ -80,7 +77,6 @@ NOT_STRADDLED: dict[tuple[str, str], str] = {
     ("TP-OVERFIT", "train_window"): "not yet: a train fall that 5-point medians see and 4- or 6-point ones do not",
     ("TP-PREF-MARGINS-FLAT", "min_trend_z"): ("the trend decides only for margins that rose within 2 level noises, "
                                               "so the series needs noise and a z near 1 at once; not built yet"),
-    ("TP-DATA-CHAR-RATE-OUTLIER", "min_spread"): "not yet: a corpus of speaking rates with a robust spread of 0.1",
     ("TP-DATA-CLIPPING", "clip_level"): ("applied by the sample pass (readers/audio.SampleOptions, built by the "
                                          "speech judge from this limit): the check reads the clipped count"),
     ("TP-DATA-SILENCE", "silence_level"): ("applied by the sample pass (readers/audio.SampleOptions, built by the "

@@ -178,6 +178,39 @@ def peak_with_loss_moving(k: float, n: int = 40, at: int = 25, b: float = 0.02) 
     return run_of(loss=loss, grad_norm=with_at(ones(n), {at: 500.0}))
 
 
+def spike_pair_at(position: float, loss: list[float], n: int = 100) -> Run:
+    """Two norms of 30 (30x the median; a pair, so neither lone nor a single-step peak) at
+    points `position` and the next, beside `loss`."""
+    i = int(position)
+    return run_of(loss=loss, grad_norm=with_at(ones(n), {i: 30.0, i + 1: 30.0}))
+
+
+def after_startup_cap(fraction: float, n: int = 100) -> Run:
+    """A loss that makes half its fall only at mid-run, so the start-up phase ends at its cap;
+    the spike pair at `fraction` of the norms."""
+    return spike_pair_at(round(fraction * n), [3.0 - 2.0 * i / (n - 1) for i in range(n)], n)
+
+
+def after_half_fall(fall: float, n: int = 100) -> Run:
+    """A loss at 3.0 that drops to 3 - 2 x fall at point 5 and to its floor 1.0 at point 20,
+    and a spike pair at points 7 and 8: after the start-up phase when the drop at 5 made at
+    least half the fall (the phase ends there), inside it otherwise (it ends at its cap, 10)."""
+    loss = [3.0] * 5 + [3.0 - 2.0 * fall] * 15 + ones(n - 20)
+    return spike_pair_at(7, loss, n)
+
+
+def peak_after_low_stretch(reach: float, n: int = 40, at: int = 25) -> Run:
+    """A single norm of 500 at `at` while the loss (2.0, +-0.001) barely moves there, after
+    three losses of 1.9 whose farthest lies `reach` points before the peak: a level taken
+    from the last 5 losses sees them (the loss then rose: the peak counts), from fewer not."""
+    far = int(reach)
+    loss = [2.0 + 0.001 * (1 if i % 2 else -1) for i in range(n)]
+    for j in range(far - 2, far + 1):
+        loss[at - j] = 1.9
+    loss[at] = 2.004
+    return run_of(loss=loss, grad_norm=with_at(ones(n), {at: 500.0}))
+
+
 def diverged(ratio: float = 1.6, *, start: float = 3.0, up: int = 30, n: int = 60, lead: int = 6,
              level: float = 1.0) -> Run:
     """`lead` points at `start`, a fall to 1.0 by point 20 (a third of a shorter log), then
@@ -601,7 +634,10 @@ CASES: dict[str, RuleCases] = {
                    straddle("min_points", 6, lambda n: run_of(grad_norm=ones(int(n) - 2) + [200.0, 1.0]), fire=6, quiet=5,
                             skip="this check needs at least 6"),
                    straddle("before", 10, grad_spikes_after_stretch, fire=11, quiet=10),
-                   straddle("quiet_sigmas", 3.0, peak_with_loss_moving, fire=3.1, quiet=2.9)),
+                   straddle("quiet_sigmas", 3.0, peak_with_loss_moving, fire=3.1, quiet=2.9),
+                   straddle("max_startup", 0.1, after_startup_cap, fire=0.11, quiet=0.1),
+                   straddle("fallen", 0.5, after_half_fall, fire=0.5, quiet=0.45),
+                   straddle("quiet_before", 5, peak_after_low_stretch, fire=5, quiet=6)),
     ),
     "TP-DIVERGE": RuleCases(
         fires=(Fires(subject=lambda: diverged(level=0.5, n=250, up=60), hits=(Expect(message='loss level 0.8 at the end (step 2500) is 1.60x its best level 0.5 (around step 200); limit 1.5x; judged on the train loss per logged point, points 1-250 of 250 (steps 10-2500); levels: rolling medians of 20 points, the end level the last 20',

@@ -107,9 +107,11 @@ def with_clip(extra: dict[str, Any], n: int = 23, at: int = 5) -> list[dict[str,
 
 def spread_corpus(spread: float, z: float, n: int = 23) -> list[dict[str, Any]]:
     """Clips whose log-durations sit +-a around 3 s (robust spread 1.4826 a = `spread`) and
-    one clip z spreads above the median."""
+    one clip z spreads from the median (above it for z > 0, below for z < 0): twelve on the
+    outlier's other side, eleven on its own, so the median stays at 3 s."""
     a = spread / 1.4826
-    out = [{"seconds": 3.0 * math.exp(a if i % 2 else -a)} for i in range(n)]
+    side = 1 if z > 0 else -1
+    out = [{"seconds": 3.0 * math.exp(side * (a if i % 2 else -a))} for i in range(n)]
     out.insert(5, {"seconds": 3.0 * math.exp(z * max(spread, 0.1))})
     return out
 
@@ -217,6 +219,7 @@ CASES: dict[str, RuleCases] = {
         quiet=(Quiet(subject=lambda: speech(with_clip({"text": TEXT + " ok"}))),
                Quiet(subject=lambda: speech(with_clip({"text": TEXT * 3}, n=10)), skip="the corpus spread needs 20")),
         straddles=(straddle("max_z", 5.0, lambda z: speech(with_clip({"seconds": 3.0 * math.exp(-0.1 * z)})), fire=5.1, quiet=4.9),
+                   straddle("min_spread", 0.1, lambda s: speech(spread_corpus(s, -5.3 * s / max(s, 0.1))), fire=0.11, quiet=0.09),
                    straddle("min_utterances", 20, lambda n: speech(with_clip({"text": TEXT * 3}, n=int(n) - 1)), fire=20, quiet=19,
                             skip="the corpus spread needs 20")),
     ),
