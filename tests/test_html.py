@@ -533,18 +533,21 @@ def test_curves_come_before_tokenizer_and_dataset_tables(tmp_path):
     folder = mixed_folder(tmp_path)
     outcome, runs = doctor_with_runs([folder], Config())
     judged = [r.artefact.path for r in outcome.reports]
-    assert judged == [str(folder), str(folder / "train.jsonl"), str(folder / "trainer_state.json")]
+    # the folder twice: its tokenizer, then its files judged against each other (the bundle)
+    assert judged == [str(folder), str(folder), str(folder / "train.jsonl"), str(folder / "trainer_state.json")]
+    assert [r.artefact.kind for r in outcome.reports] == ["tokenizer", "bundle", "dataset", "metrics"]
     doc = parse(to_html(outcome, runs))
     sections = [s for s in doc.iter("section") if "report" in s.classes()]
     assert [(s.attrs["id"], s.attrs["data-path"], s.attrs["data-verdict"]) for s in sections] == [
         ("r1", str(folder / "trainer_state.json"), "FAIL"),  # the run's curves first
         ("r2", str(folder), "FAIL"),  # the tokenizer
-        ("r3", str(folder / "train.jsonl"), "WARN"),  # the dataset
+        ("r3", str(folder), "PASS"),  # the bundle: nothing disagrees across its files
+        ("r4", str(folder / "train.jsonl"), "WARN"),  # the dataset
     ]
     assert [outline(s) for s in sections] == [["charts", "findings", "skipped"], ["findings", "skipped"],
-                                             ["findings", "skipped"]]
+                                             ["skipped"], ["findings", "skipped"]]
     assert list(charts(sections[0])) == ["loss", "lr", "grad_norm"]
-    assert not list(sections[1].iter("svg")) and not list(sections[2].iter("svg"))
+    assert not any(list(section.iter("svg")) for section in sections[1:])
 
 
 def noisy_diverging_run(tmp_path: Path) -> tuple[Path, list[int], list[float]]:

@@ -44,7 +44,11 @@ def test_valid_files_pass_with_every_check_run(name):
                  "folder where an eval/valid/test file pairs with a train file by name)")
     assert skipped == {"TP-PRE-EVAL-OVERLAP": eval_only, "TP-PRE-EVAL-OVERLAP-SHARE": eval_only,
                        "TP-PRE-EVAL-CONTAMINATED": eval_only, "TP-PRE-CONTEXT-OVERFLOW": tokens, "TP-PRE-NO-TRAINABLE-TOKENS": tokens,
-                       "TP-PRE-CHAT-TEMPLATE-ERROR": tokens}
+                       "TP-PRE-CHAT-TEMPLATE-ERROR": tokens,
+                       # the trained-tokens map's rules (rules/token_map.py) need the tokenizer too
+                       **{f"TP-MAP-{name}": tokens for name in ("RESPONSE-CUT", "EOS-NEVER-TRAINED",
+                                                               "RESPONSE-TEMPLATE-MISSING", "PAIR-IDENTICAL",
+                                                               "DOUBLE-BOS", "LENGTHS")}}
 
 
 def test_formats_are_detected_per_file():

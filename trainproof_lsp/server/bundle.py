@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from lsprotocol import types as lsp
 
@@ -109,8 +109,10 @@ def _json(v: Any) -> str:
     return "null" if v is None else str(v)
 
 
-def id_hover_text(path: Path, line_text: str, *, markdown: bool) -> str | None:
+def id_hover_text(path: Path, line_text: str, *, markdown: Callable[[str], str] | None) -> str | None:
     """The hover for an id line of a settings file, or None for any other line.
+    `markdown`: how prose is made literal Markdown (hover.escape_markdown, passed in: this
+    module sits below hover), None for a plain-text client.
     Blocking (reads the folder, renders the template): runs in a worker thread."""
     from ..readers.bundle import read_bundle
 
@@ -127,22 +129,22 @@ def id_hover_text(path: Path, line_text: str, *, markdown: bool) -> str | None:
     sayings = token_sayings(b, token)
     if not sayings:
         return None
-    if markdown:
-        from .hover import escape_markdown
-
-        return "\n".join([f"**{token}** in this folder:", ""] + [f"- {escape_markdown(s)}" for s in sayings])
+    if markdown is not None:
+        return "\n".join([f"**{token}** in this folder:", ""] + [f"- {markdown(s)}" for s in sayings])
     return "\n".join([f"{token} in this folder:"] + [f"- {s}" for s in sayings])
 
 
-async def with_id_hover(tp: Any, doc: "LineDocument", line: int, base: lsp.Hover | None) -> lsp.Hover | None:
-    """`base` (the findings' hover, or None) with the id listing of this line added."""
+async def with_id_hover(tp: Any, doc: "LineDocument", line: int, base: lsp.Hover | None,
+                        escape: Callable[[str], str]) -> lsp.Hover | None:
+    """`base` (the findings' hover, or None) with the id listing of this line added;
+    `escape` makes prose literal Markdown for a Markdown client."""
     import asyncio
 
     if doc.path.name not in ID_FILES:
         return base
     markdown = bool(tp.features.hover_markdown)
     text = await asyncio.get_running_loop().run_in_executor(
-        tp.analyzer.executor, lambda: id_hover_text(doc.path, doc.line(line), markdown=markdown))
+        tp.analyzer.executor, lambda: id_hover_text(doc.path, doc.line(line), markdown=escape if markdown else None))
     if text is None:
         return base
     kind = lsp.MarkupKind.Markdown if markdown else lsp.MarkupKind.PlainText

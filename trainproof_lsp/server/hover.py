@@ -146,9 +146,9 @@ async def on_hover(ls: TrainproofServer, params: lsp.HoverParams) -> lsp.Hover |
         return await with_row_map(tp, doc, line, to_hover(here, None, tp.features.hover_markdown,
                                                           tp.presentation.shown) if here else None, escape_markdown)
     if not here:  # an eos/bos/pad id line still lists what each file of its folder says
-        return await bundle.with_id_hover(tp, doc, line, None)
+        return await bundle.with_id_hover(tp, doc, line, None, escape_markdown)
     run = None
     if result.kind.kind == "metrics":  # the log is re-read for the picture: off the loop
         run = await asyncio.get_running_loop().run_in_executor(tp.analyzer.executor, result.run, doc.path)
     return await bundle.with_id_hover(tp, doc, line, to_hover(here, run, tp.features.hover_markdown,
-                                                             tp.presentation.shown))
+                                                             tp.presentation.shown), escape_markdown)
