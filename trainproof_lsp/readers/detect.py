@@ -12,6 +12,7 @@ from .coqui import looks_like_coqui
 from .lfs import FORMAT as LFS_FORMAT, KIND as LFS_KIND, pointer_reason, pointer_size
 from .metrics import ALIASES, STEP_ALIASES
 from .script import CONFIG_CLASSES
+from .speech import listing_layout as speech_layout
 from .stdout_log import looks_like_stdout_log
 from .stacks import LLAMAFACTORY_STEP_KEY, SWIFT_STEP_KEY
 from .torchtune import looks_like_torchtune
@@ -22,7 +23,7 @@ HEAD_BYTES = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Detected:
-    kind: str  # "metrics" | "dataset" | "tfevents" | "checkpoint" | "script" | "resident" | "lfs-pointer" | "other"
+    kind: str  # "metrics" | "dataset" | "speech" | "tfevents" | "checkpoint" | "script" | "resident" | "lfs-pointer" | "other"
     format: str
     reason: str = ""  # for kinds this version does not judge: why
 
@@ -64,7 +65,9 @@ RESIDENTS = {
     "train_results.json": "the Trainer's summary of the run (save_metrics); its log is judged",
     "eval_results.json": "the Trainer's summary of the run (save_metrics); its log is judged",
 }
-_TRAINING_CONFIG = re.compile(rb"\b(?:" + b"|".join(c.encode() for c in CONFIG_CLASSES) + rb")\s*\(")
+# (HfArgumentParser: a config whose values are its dataclass defaults and the launch flags)
+_TRAINING_CONFIG = re.compile(rb"\b(?:" + b"|".join(c.encode() for c in (*CONFIG_CLASSES, "HfArgumentParser"))
+                              + rb")\s*\(")
 
 
 def _first_keys(head: bytes) -> set[str]:
@@ -116,6 +119,9 @@ def detect(path: Path, head: bytes) -> Detected:
         return Detected("metrics", WANDB_FORMAT)
     if name in RESIDENTS:
         return Detected("resident", name, RESIDENTS[name])
+    layout = speech_layout(path, head)  # a NeMo manifest, LJSpeech/XTTS metadata: readers/speech.py
+    if layout is not None:
+        return Detected("speech", layout, "speech dataset (audio with transcripts)")
     if name in _TRAINER_STATE or (suffix == ".json" and b'"log_history"' in head):
         return Detected("metrics", "hf-trainer-state")
     if lower.endswith(_SHARDED_INDEX):
