@@ -64,6 +64,11 @@ class Limits:
     train_window: int = 5
 
 
+# An eval-to-eval noise under a billionth of the series' level is floating-point residue
+# (a noise-free series' second differences leave ~1e-16), not noise: it is reported as none
+# rather than as a rise of quadrillions of noise units.
+ROUNDING_NOISE = 1e-9
+
 def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     ev = need(run, EVAL_LOSS, limits.min_evals, "eval loss")
     train = run.get(LOSS)
@@ -79,6 +84,8 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     best_level = levels[best_i]
     end_level = median(values[last_start:])
     noise = point_noise(values)
+    if noise <= ROUNDING_NOISE * abs(median(values)):
+        noise = 0.0  # the rounding residue of the differences of a noise-free series
     if best_level <= 0 or best_i >= last_start:
         return
     rise = end_level - best_level
@@ -117,8 +124,8 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
         message=(
             f"eval loss ({n} evals, steps {ev.steps[0]}-{ev.steps[-1]}): its level (median of {window} evals) "
             f"rose from its lowest {fmt(best_level)} at step {ev.steps[best_i]} to {fmt(end_level)} over the last "
-            f"{limits.several} evals (to step {ev.steps[-1]}; {times(ratio)}, {rise / noise if noise else math.inf:.1f} "
-            f"times its eval-to-eval noise {fmt(noise)}; limits {limits.rise_noise} noise and {limits.min_rise:.0%}), "
+            f"{limits.several} evals (to step {ev.steps[-1]}; {times(ratio)}, "
+            f"{f'{rise / noise:.1f} times its eval-to-eval noise {fmt(noise)}' if noise else 'the evals have no eval-to-eval noise'}; limits {limits.rise_noise} noise and {limits.min_rise:.0%}), "
             f"rising with z {z:.2f} (limit {limits.rise_z}); the best eval {fmt(values[best_eval_i])} was at step "
             f"{best_step}; train loss fell from {fmt(train_at_best)} to {fmt(end_train)} "
             f"(median of {limits.train_window} points each; {train_fall / train_level_noise if train_level_noise else math.inf:.1f} "
