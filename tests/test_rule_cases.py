@@ -212,11 +212,10 @@ def test_overfit_on_noise_free_evals_says_the_evals_have_no_noise():
     assert hit.evidence["eval_noise"] == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="the dataset reader writes a row cap under 1 MiB as '0 MiB' in the "
-                                       "TP-PRE-ROW-NOT-CHECKED message (max_row_mb may be set below 1)")
-def test_a_row_cap_under_one_mib_is_not_written_as_zero():
+def test_a_row_cap_under_one_mib_is_written_in_bytes():
+    # max_row_mb may be set below 1: the cap is then said in bytes, never as "0 MiB".
     scan = dataset.scan(dataset.text(0), {"text": "x" * 70_000}, max_row_bytes=1000)
     result = _run("TP-PRE-ROW-NOT-CHECKED", scan)
     assert isinstance(result, list)
     (hit,) = result
-    assert "cap of 0 MiB" not in hit.message, hit.message
+    assert "over the cap of 1000 bytes for one row (max_row_mb): not read" in hit.message, hit.message

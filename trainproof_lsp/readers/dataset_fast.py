@@ -313,7 +313,8 @@ class Scanner:
         """A row over the row cap: streamed past, never decoded or hashed."""
         f = LineFacts(line=line, format=None, problems=(_problem(
             line, UNREADABLE_ROW, f"the row is {size} bytes ({size / 2**20:.1f} MiB), over the cap of "
-            f"{cap // 2**20} MiB for one row (max_row_mb): not read", 0, 0, bytes=size, cap=cap),))
+            f"{f'{cap / 2**20:g} MiB' if cap >= 2**20 else f'{cap} bytes'} for one row (max_row_mb): not read",
+            0, 0, bytes=size, cap=cap),))
         self.take(f)
         self.exact.append(f.exact)
         self.near.append(f.near)
