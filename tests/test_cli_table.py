@@ -75,7 +75,12 @@ LOG_FACTS = {"--vocab-size", "--num-classes", "--column"}  # what the log rules 
 
 
 def test_preflight_and_env_offer_only_the_options_they_use():
-    assert _options("preflight") == SHARED | {"--eval", "--tokenizer", "--max-len", "--jobs", "--dask"}
+    assert _options("preflight") == SHARED | {"--eval", "--tokenizer", "--max-len", "--jobs", "--dask",
+                                              "--field",  # the dataset's own field names
+                                              # the trained-tokens map's masking and its quick look
+                                              "--train-config", "--loss", "--truncation", "--response-template",
+                                              "--collator-masks-pad", "--sample",
+                                              "--batch"}  # the objective checks on one saved batch
     assert _options("env") == SHARED | {"--entrypoint", "--module", "--cwd", "--python", "--timeout",
                                         "--run-entrypoint", "--required-gb", "--checkpoint-gb", "--keep",
                                         "--output-dir", "--checkpoint"}
@@ -85,8 +90,8 @@ def test_preflight_and_env_offer_only_the_options_they_use():
 
 def test_max_len_says_which_extra_it_needs():
     (max_len,) = [a for a in _subparsers()["preflight"]._actions if "--max-len" in a.option_strings]
-    assert max_len.help == ("context length for token-length checks (counts with the tokenizer: needs the `tokens` "
-                            "extra, transformers: pip install 'trainproof-lsp[tokens]')")
+    assert max_len.help == ("context length for token-length checks and the token map (tokenizer.json read with "
+                            "`tokenizers`; without one, counted with transformers: pip install 'trainproof-lsp[tokens]')")
 
 
 def test_epoch_on_a_folder_points_at_doctor(tmp_path, capsys):
