@@ -372,8 +372,8 @@ def test_report_at_two_widths_has_curves_first_and_labels_that_never_overlap(bro
             shot.write_bytes(png)
             shutil.copyfile(shot, ARTIFACTS / shot.name)
         if name == "folder":
-            assert [s["path"] for s in laid["sections"]] == [
-                str(folder / "trainer_state.json"), str(folder), str(folder / "train.jsonl")]
+            assert [s["path"] for s in laid["sections"]] == [  # the folder twice: tokenizer, then bundle
+                str(folder / "trainer_state.json"), str(folder), str(folder), str(folder / "train.jsonl")]
             assert laid["levels"] == 6  # the diverging run's levels, drawn over its loss
     assert seen_labels >= 2 * 2 * 10  # the pages had labels to keep apart
 
