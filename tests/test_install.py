@@ -189,9 +189,14 @@ def test_the_plain_wheel_judges_a_chat_template_and_passes_a_healthy_hf_output_f
     # Exact lines; the numbers of checks (which grow with the registry) read as N and M.
     assert [COUNTS.sub("N check(s) ran, M skipped", x) for x in proc.stdout.splitlines()] == [
         "== out (tokenizer, 4 files): PASS — 0 finding(s); N check(s) ran, M skipped",
+        # the folder's files judged against each other (no weights here: the rest skipped, -v says why)
+        "== out (bundle: config.json, special_tokens_map.json, tokenizer.json, tokenizer_config.json, "
+        "trainer_state.json): PASS — 0 finding(s); N check(s) ran, M skipped",
+        "   across files: TP-BUNDLE-STOP-TOKEN, TP-BUNDLE-SPECIAL-ID-MISMATCH, TP-BUNDLE-VOCAB-BEYOND-EMBEDDINGS; "
+        "8 skipped (-v says why)",
         "== out/checkpoint-100/training_args.bin: PASS — 0 finding(s); N check(s) ran, M skipped",
         "== out/trainer_state.json (3 sources): PASS — 0 finding(s); N check(s) ran, M skipped",
-        "3 report(s): 3 PASS; 1 passed over. Worst: PASS",
+        "4 report(s): 4 PASS; 1 passed over. Worst: PASS",
         "N check(s) ran, M skipped (-v lists them and why each was skipped)",
     ]
     data = json.loads(subprocess.run([str(installed / "bin" / "trainproof-lsp"), "doctor", str(out), "--json"],

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import struct
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -404,6 +403,11 @@ def scan_audio(paths: Iterable[str], options: SampleOptions = SampleOptions(), *
             if progress is not None:
                 progress(len(out), total)
         return out
+    # Imported here: concurrent.futures.process registers an exit hook when imported, which a
+    # language server exiting while its engine preloads (readers/detect imports this module)
+    # must not meet; the command line does not pay for it either until audio is read.
+    from concurrent.futures import ProcessPoolExecutor
+
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
         for batch in pool.map(_read_many, [(t, options, max_bytes, sndfile) for t in tasks]):
             for facts in batch:
