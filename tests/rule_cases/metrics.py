@@ -851,7 +851,7 @@ CASES: dict[str, RuleCases] = {
                             fire=0.9e-9, quiet=1.1e-9)),
     ),
     "TP-RL-KL-BLOWUP": RuleCases(
-        fires=Fires(subject=lambda: grpo(10, kl=[0.01, 0.02, 0.05, 0.1, 0.3, 0.8, 1.5, 3.0, 2.5, 4.0]), hits=(Expect(message='KL from the reference grows from 0.01 at step 10 to 3 nats/token at the end (median of the last 3, steps 80-100), peak 4 at step 100, trend z 3.76 (limits: end level >= 1, 10x the first value): the policy is running away from its reference',
+        fires=Fires(subject=lambda: grpo(10, kl=[0.01, 0.02, 0.05, 0.1, 0.3, 0.8, 1.5, 3.0, 2.5, 4.0]), hits=(Expect(message='KL from the reference grows from 0.01 at step 10 to 3 nats/token at the end (median of the last 3, steps 80-100), peak 4 at step 100, trend z 3.76 (limits: end level >= 1, 10.00x the first value): the policy is running away from its reference',
                            evidence={'first_value': 0.01, 'end_level': 3.0, 'peak': 4.0, 'peak_step': 100, 'trend_z': 3.756594, 'window': 3}, line=9),),
                     family=('TP-RL-KL-BLOWUP',)),
         quiet=(Quiet(subject=lambda: grpo(10, kl=falling(10, 0.01, 0.2))),

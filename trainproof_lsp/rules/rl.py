@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 from ..core import objectives as ob
 from ..core.model import Hit, Level, Related, Run
 from ._stats import mann_kendall_z, median
-from .base import Context, METRICS, Rule, Skip, fmt, need
+from .base import Context, METRICS, Rule, Skip, fmt, need, times
 from .objective import RL, objective_of
 from .preference import window_levels
 
@@ -310,7 +310,7 @@ def check_kl(run: Run, limits: KlLimits, ctx: Context) -> Iterator[Hit]:
         message=(f"KL from the reference grows from {fmt(first)} at step {finite.steps[0]} to {fmt(end)} nats/token at "
                  f"the end (median of the last {w}, steps {finite.steps[-w]}-{finite.steps[-1]}), peak {fmt(values[peak])} "
                  f"at step {finite.steps[peak]}, trend z {z:.2f} (limits: end level >= {limits.max_level:g}, "
-                 f"{limits.growth:g}x the first value): the policy is running away from its reference"),
+                 f"{times(limits.growth)} the first value): the policy is running away from its reference"),
         evidence={"first_value": first, "end_level": end, "peak": values[peak], "peak_step": finite.steps[peak],
                   "trend_z": z, "window": w},
         location=run.location(finite.records[-1]),
@@ -432,7 +432,7 @@ def check_length(run: Run, limits: LengthLimits, ctx: Context) -> Iterator[Hit]:
     yield Hit(
         message=(f"mean completion length grows from {fmt(start)} to {fmt(end)} tokens (medians of {w}, steps "
                  f"{length.steps[0]}-{length.steps[-1]}, trend z {z:.2f}) and ends at {cap_text} (limits: z >= "
-                 f"{limits.min_trend_z:g}, {limits.growth:g}x the start, {limits.near_cap:.0%} of the cap): the policy is "
+                 f"{limits.min_trend_z:g}, {times(limits.growth)} the start, {limits.near_cap:.0%} of the cap): the policy is "
                  "learning to write longer, not better — check what the reward pays for"),
         evidence={"start_level": start, "end_level": end, "trend_z": z, "cap": cap},
         location=run.location(length.records[-1]),

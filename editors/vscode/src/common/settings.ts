@@ -32,6 +32,9 @@ export const RESTRICTED_SETTINGS: readonly string[] = [
     // Column names passed to the server's children as --column=SERIES=NAME: text, so a
     // workspace does not choose it in Restricted Mode either.
     'columns',
+    // Dataset field names (text), and the token map's tokenizer folder and training config
+    // (paths the server reads) and loss mode: the user's settings only in Restricted Mode.
+    'fields', 'tokenizer', 'trainConfig', 'loss',
 ];
 
 /** The server's settings with the workspace's interpreter for Check environment: the
