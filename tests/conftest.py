@@ -119,3 +119,20 @@ def cluster():
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
                                   scheduler_port=0) as c:
         yield c
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """The command line run in this process: (exit code, stdout, stderr)."""
+    import io
+    import sys
+
+    from trainproof_lsp.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        code = main(list(argv))
+    finally:
+        sys.stdout, sys.stderr = old
+    return code, out.getvalue(), err.getvalue()

@@ -6,9 +6,7 @@ JSONL of text rows without metrics is a dataset from every door (not a metric lo
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +14,8 @@ import pytest_asyncio
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
+from conftest import run_cli
 from lsp_support import SERVER, Session
-from trainproof_lsp.cli import main
 from trainproof_lsp.core.config import DATASET_FIELDS, Config, ConfigError, parse_fields
 from trainproof_lsp.core.model import Verdict
 from trainproof_lsp.judge.engine import doctor
@@ -39,17 +37,6 @@ def write_qa(folder: Path, rows: list[dict[str, str]], name: str = "qa.jsonl") -
     path = folder / name
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
-
-
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    old = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = out, err
-    try:
-        code = main(list(argv))
-    finally:
-        sys.stdout, sys.stderr = old
-    return code, out.getvalue(), err.getvalue()
 
 
 def findings(outcome) -> list[tuple[str, int | None]]:

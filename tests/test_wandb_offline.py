@@ -8,7 +8,6 @@ classes only to check, independently, the record a finding cites.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import struct
@@ -21,8 +20,7 @@ import pytest
 
 from curves import N, SICK, healthy
 from growing import watch_growing
-from conftest import ids, judge, write_jsonl
-from trainproof_lsp.cli import main
+from conftest import ids, judge, run_cli, write_jsonl
 from trainproof_lsp.core.config import Config
 from trainproof_lsp.core.model import EVAL_LOSS, LOSS, LR, Level, Verdict
 from trainproof_lsp.judge.engine import doctor
@@ -109,17 +107,6 @@ def record_at(path: Path, offset: int) -> Any:
 
 def history_values(record: Any) -> dict[str, str]:
     return {(item.key or "/".join(item.nested_key)): item.value_json for item in record.history.item}
-
-
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    old = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = out, err
-    try:
-        code = main(list(argv))
-    finally:
-        sys.stdout, sys.stderr = old
-    return code, out.getvalue(), err.getvalue()
 
 
 # --- the healthy run ---------------------------------------------------------------------

@@ -174,6 +174,10 @@ class _Tailer:
         self.offset += len(data)
         return data, restarted
 
+    def _cannot_read(self) -> Poll:
+        """The poll when _read_new gave None: why the file must not be read, or that it is gone."""
+        return Poll(error=self.refused or f"{self.path}: cannot read (gone or not readable)")
+
     def _same_head(self) -> bool:
         try:
             with open_regular(self.path) as fh:
@@ -203,7 +207,7 @@ class _LineTailer(_Tailer):
     def poll(self) -> Poll:
         got = self._read_new()
         if got is None:
-            return Poll(error=self.refused or f"{self.path}: cannot read (gone or not readable)")
+            return self._cannot_read()
         data, restarted = got
         if self.unreadable:  # (a file rewritten from the start is read afresh: see _restart)
             return Poll(error=self.unreadable)
@@ -303,7 +307,7 @@ class _EventTailer(_Tailer):
             return Poll(extra=tuple(self.extra))
         got = self._read_new()
         if got is None:
-            return Poll(error=self.refused or f"{self.path}: cannot read (gone or not readable)")
+            return self._cannot_read()
         data, restarted = got
         if not data:
             return Poll(grew=restarted, replaced=restarted, extra=tuple(self.extra))
@@ -370,7 +374,7 @@ class _WandbTailer(_Tailer):
     def poll(self) -> Poll:
         got = self._read_new()
         if got is None:
-            return Poll(error=self.refused or f"{self.path}: cannot read (gone or not readable)")
+            return self._cannot_read()
         data, restarted = got
         if self.unreadable:
             return Poll(error=self.unreadable)
@@ -482,7 +486,7 @@ class _TextTailer(_Tailer):
     def poll(self) -> Poll:
         got = self._read_new()
         if got is None:
-            return Poll(error=self.refused or f"{self.path}: cannot read (gone or not readable)")
+            return self._cannot_read()
         data, restarted = got
         if self.unreadable:
             return Poll(error=self.unreadable)
