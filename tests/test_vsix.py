@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import struct
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -35,6 +38,10 @@ TARGETS = {
 }
 # The compiled module each native dependency must have for every bundled CPython.
 NATIVE_MODULES = ("msgspec/_core", "xxhash/_xxhash", "google_crc32c/_crc32c")
+# tokenizers (the trained-tokens map) ships one stable-ABI module per platform, from a
+# cp310-abi3 wheel: CPython 3.10 and later, every version the manifest promises.
+ABI3_MODULE = "tokenizers/tokenizers"
+ABI3_FILES = {"elf": ".abi3.so", "macho": ".abi3.so", "pe": ".pyd"}
 BINARY_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 
 
@@ -82,7 +89,11 @@ def test_every_compiled_file_in_the_vsix_is_for_its_target(target):
             platforms = wheel[:-len(".whl")].split("-")[-1].split(".")
             assert all(re.fullmatch(tag_pattern, p) for p in platforms), (target, wheel)
             assert f"-cp{wheel.split('-cp')[1][:3]}" in wheel
-        assert {w.split("-")[0] for w in manifest["wheels"]} == {"msgspec", "xxhash", "google_crc32c", "markupsafe"}
+        assert {w.split("-")[0] for w in manifest["wheels"]} == {"msgspec", "xxhash", "google_crc32c", "markupsafe",
+                                                                "tokenizers"}
+        # tokenizers: one abi3 wheel (listed once), for the oldest bundled CPython and later
+        (tok_wheel,) = [w for w in manifest["wheels"] if w.startswith("tokenizers-")]
+        assert tok_wheel.startswith("tokenizers-0.23.3-cp310-abi3-"), tok_wheel
 
         # The installed dist-infos: a universal wheel, or one tagged for the target.
         tags = [line.split(": ", 1)[1] for n in names if n.endswith(".dist-info/WHEEL")
@@ -105,6 +116,10 @@ def test_every_compiled_file_in_the_vsix_is_for_its_target(target):
             for module in NATIVE_MODULES:
                 assert [n for n in binaries if n.startswith(LIBS + module + ".")
                         and (f".cpython-{abi}-" in n or f".cp{abi}-" in n)], (target, version, module)
+        assert [n for n in binaries if n == LIBS + ABI3_MODULE + ABI3_FILES[fmt]], (target, ABI3_MODULE)
+        assert LIBS + "tokenizers/__init__.py" in names
+        # its dependency huggingface_hub is left out: the map calls Tokenizer.from_str only
+        assert not [n for n in names if n.startswith(LIBS + "huggingface_hub")]
         assert LIBS + "trainproof_lsp/__init__.py" in names
 
 
@@ -117,3 +132,30 @@ def test_make_vsix_builds_every_target_with_its_own_libraries():
             zipfile.ZipFile(VSCODE / f"trainproof-win32-x64-{VERSION}.vsix") as b:
         assert not {n for n in a.namelist() if n.endswith(".pyd")}
         assert not {n for n in b.namelist() if n.endswith(".so")}
+
+
+@pytest.mark.skipif(not (sys.platform == "linux" and platform.machine() == "x86_64"),
+                    reason="runs the linux-x64 bundle's compiled modules")
+def test_the_bundled_tokenizers_reads_a_tokenizer_with_nothing_but_the_bundle(tmp_path: Path):
+    """The linux-x64 .vsix's bundled/libs alone on the path (`python -S -E`: no site-packages,
+    no PYTHONPATH): tokenizers imports, Tokenizer.from_str reads a tokenizer.json and
+    encodes with it, and huggingface_hub (not bundled) is never imported."""
+    vsix = vsix_or_skip("linux-x64")
+    with zipfile.ZipFile(vsix) as zf:
+        zf.extractall(tmp_path, [n for n in zf.namelist() if n.startswith(LIBS)])
+    libs = tmp_path / LIBS
+    tokenizer_json = json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+        "model": {"type": "WordLevel", "vocab": {"<unk>": 0, "the": 1, "cat": 2, "sat": 3}, "unk_token": "<unk>"}})
+    code = (f"import sys; sys.path.insert(0, {str(libs)!r})\n"
+            "import tokenizers\n"
+            f"tok = tokenizers.Tokenizer.from_str({tokenizer_json!r})\n"
+            "print(tokenizers.__version__, tokenizers.__file__)\n"
+            "print(tok.encode('the cat sat on').ids)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('huggingface_hub', 'requests')))\n")
+    out = subprocess.run([sys.executable, "-S", "-E", "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    version, ids, hub = out.stdout.splitlines()
+    assert version == "0.23.3 " + str(libs / "tokenizers" / "__init__.py")
+    assert ids == "[1, 2, 3, 0]" and hub == "[]"

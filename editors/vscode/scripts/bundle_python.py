@@ -11,12 +11,19 @@ extensions are published; each carries its own platform's compiled modules:
 1. trainproof-lsp built from this repo, and the pure-Python pins of
    bundled-requirements.txt as universal wheels (py3-none-any; tomli also ships mypyc
    builds, which would tie it to one CPython): the same on every target.
-2. msgspec, xxhash and google-crc32c have C extensions built per platform and CPython
-   ABI. Their wheels for the target's platform tag (TARGETS) are downloaded for every
-   CPython in PYTHONS (`pip download --platform P --python-version V --only-binary=:all:`);
-   the first version's wheels are unpacked whole, and of the others only the files the
-   first lacks (the compiled modules, named by ABI: `*.cpython-3XY-*.so`, `*.cp3XY-*.pyd`)
-   are copied beside them, so one bundled/libs serves CPython 3.10-3.14 on that platform.
+2. msgspec, xxhash, google-crc32c and markupsafe have C extensions built per platform
+   and CPython ABI. Their wheels for the target's platform tag (TARGETS) are downloaded
+   for every CPython in PYTHONS (`pip download --platform P --python-version V
+   --only-binary=:all:`); the first version's wheels are unpacked whole, and of the others
+   only the files the first lacks (the compiled modules, named by ABI:
+   `*.cpython-3XY-*.so`, `*.cp3XY-*.pyd`) are copied beside them, so one bundled/libs
+   serves CPython 3.10-3.14 on that platform. tokenizers (Rust, for the trained-tokens
+   map) ships one stable-ABI wheel per platform (`cp310-abi3`: `tokenizers.abi3.so`,
+   `tokenizers.pyd`): pip picks that same wheel for every version, its module serves them
+   all, and the manifest lists it once. Its dependency huggingface_hub is not bundled
+   (`--no-deps`): tokenizers imports it only in `Tokenizer.from_pretrained`, and the
+   map reads tokenizer.json with `Tokenizer.from_str` (tests/test_vsix.py imports the
+   bundled copy with nothing else on the path).
 3. bundled/libs/trainproof-bundle.json says what the bundle was built for (target,
    platform tags, CPython versions, the wheels used): the extension reads it to say
    clearly when the bundled server does not fit the machine, and tests/test_vsix.py checks
@@ -136,7 +143,8 @@ def bundle(target: str) -> dict:
         shutil.rmtree(cache, ignore_errors=True)
     shutil.rmtree(REPO / "build", ignore_errors=True)  # pip's in-tree build leftovers
     manifest = {"target": target, "platform": platform, "pythons": list(wheels),
-                "wheels": sorted(w.name for ws in wheels.values() for w in ws)}
+                # an abi3 wheel is the same file for every version: listed once
+                "wheels": sorted({w.name for ws in wheels.values() for w in ws})}
     (LIBS / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     size = sum(p.stat().st_size for p in LIBS.rglob("*") if p.is_file())
     print(f"bundled/libs for {target} ({platform}): {size / 1e6:.1f} MB; CPython {', '.join(wheels)}; "
