@@ -585,7 +585,23 @@ async def check_dataset(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
     path = _path_arg(ls, args)
     if path is None:
         return _bad_args(ls.tp, CHECK_DATASET, "a dataset path")
-    return await _doctor_on(ls, path, what="preflight", title=f"trainproof preflight {path.name}")
+    s = ls.tp.settings
+    if not s.tokenizer:
+        return await _doctor_on(ls, path, what="preflight", title=f"trainproof preflight {path.name}")
+    # With the run's tokenizer set, the check is the token map's (the map lens's numbers,
+    # server/token_map.py): preflight with the same tokenizer, max length and masking.
+    shown = shown_path(ls, path)
+    try:
+        root = workspace_root(ls)
+        opts = [*_config_args(ls), f"--tokenizer={existing_path(s.tokenizer, what='trainproof.tokenizer', base=root)}"]
+        opts += [f"--max-len={int(s.max_len)}"] if s.max_len else []
+        opts += [f"--loss={s.loss}"] if s.loss in ("all", "assistant-only", "completion-only") else []
+        if s.train_config:
+            opts.append(f"--train-config={existing_path(s.train_config, what='trainproof.trainConfig', base=root)}")
+    except BadValue as e:
+        return _refused(ls.tp, f"preflight {shown}", e)
+    return await _cli_command(ls, what=f"preflight {shown}", argv=["preflight", "--json", *opts, "--", str(path)],
+                              title=f"trainproof preflight {path.name}", timeout=600)
 
 
 async def compare(ls: TrainproofServer, *args: Any) -> dict[str, Any]:

@@ -1,0 +1,83 @@
+"""The token map's code lens, clicked: it runs `trainproof.checkDataset`, which with
+`trainproof.tokenizer` set is preflight with the run's tokenizer, max length and loss (the
+lens's numbers and the findings then agree), and without it the plain dataset check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+import pytest_lsp
+from pytest_lsp import LanguageClient
+
+from lsp_support import SERVER, Session
+from token_map_tokenizer import make_tokenizer
+
+pytest.importorskip("tokenizers")
+pytestmark = pytest.mark.asyncio
+
+ROWS = [
+    {"messages": [{"role": "user", "content": "what is two plus two?"},
+                  {"role": "assistant", "content": "it is four. the cat sat on the mat"}]},
+    {"messages": [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hello there"}]},
+]
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def client(lsp_client: LanguageClient):
+    yield
+
+
+@pytest_asyncio.fixture()
+async def vscode(client: LanguageClient):
+    s = Session(client, "vscode")
+    yield s
+    await s.stop()
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> tuple[Path, Path]:
+    folder = make_tokenizer(tmp_path / "tok")
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    return folder, path
+
+
+async def test_the_map_lens_runs_preflight_with_the_runs_tokenizer(vscode: Session, dataset: tuple[Path, Path]):
+    folder, path = dataset
+    settings = {"tokenizer": str(folder), "maxLen": 14, "loss": "assistant-only"}
+    await vscode.start(settings=settings, init_options=settings)
+    uri = vscode.open(path)
+    await vscode.diagnostics(uri)
+    (lens,) = [lens for lens in await vscode.lenses(uri) if lens.command.title.startswith("token map")]
+    assert lens.command.command == "trainproof.checkDataset" and list(lens.command.arguments or ()) == [str(path)]
+    result = await vscode.command(lens.command.command, *lens.command.arguments)
+    assert result["status"] == "done" and result["worst_verdict"] == "WARN"
+    ids = sorted(f["id"] for f in result["findings"])
+    # row 1 is 19 tokens: cut at 14, 5 of its 11 trained tokens lost (the lens's "50% cut")
+    assert ids == ["TP-MAP-LENGTHS", "TP-MAP-RESPONSE-CUT", "TP-PRE-CONTEXT-OVERFLOW"], result["findings"]
+    by_id = {f["id"]: f for f in result["findings"]}
+    assert by_id["TP-MAP-LENGTHS"]["message"].startswith("token map of 2 rows: loss assistant-only;")
+    assert "1 (50%) over max length 14 (keep_start)" in by_id["TP-MAP-LENGTHS"]["message"]
+    assert by_id["TP-MAP-RESPONSE-CUT"]["message"].startswith("1 of 2 mapped rows (50%) lose trained tokens")
+
+
+async def test_without_a_tokenizer_the_lens_command_checks_the_dataset_alone(vscode: Session,
+                                                                           dataset: tuple[Path, Path]):
+    _, path = dataset
+    await vscode.start()
+    result = await vscode.command("trainproof.checkDataset", str(path))
+    assert result["status"] == "done" and result["worst_verdict"] == "PASS" and result["findings"] == []
+
+
+async def test_a_tokenizer_setting_that_does_not_exist_is_refused_with_its_name(vscode: Session,
+                                                                               dataset: tuple[Path, Path]):
+    _, path = dataset
+    missing = path.parent / "no-such-tokenizer"
+    settings = {"tokenizer": str(missing), "maxLen": 14}
+    await vscode.start(settings=settings, init_options=settings)
+    result = await vscode.command("trainproof.checkDataset", str(path))
+    assert result["status"] == "error"
+    assert f"trainproof preflight {path}: not run — trainproof.tokenizer: {str(missing)!r} does not exist" in result["message"]
