@@ -318,9 +318,14 @@ def _judging(judge: Callable[[argparse.Namespace, Config], Judged],
     def run(args: argparse.Namespace) -> int:
         try:
             check(args)
-            outcome, runs = judge(args, _config(args, anchor(args)))
+            config = _config(args, anchor(args))
+            outcome, runs = judge(args, config)
         except Refused as e:
             return _emit(Outcome(reports=(), error=str(e)), args)
+        if any(r.artefact.kind == "dataset" for r in outcome.reports):
+            from .judge.dataset_fixes import with_fixes  # the rows' text: drop a duplicate, map the fields
+
+            outcome = with_fixes(outcome, config)
         return _emit(outcome, args, runs)
 
     return run

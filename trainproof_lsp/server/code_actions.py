@@ -6,6 +6,12 @@ already in the client's ranges (to_fix_data, called where the diagnostic is made
 action is that fix as a WorkspaceEdit, preferred when the fix is safe; `source.fixAll.trainproof`
 applies every safe fix of the document at once. The server computes nothing here: the
 diagnostics the client holds are the whole truth, so a fix never outlives its finding.
+
+Two dataset fixes need the rows' text, which the dataset rules never see: "drop the
+duplicate of line N" is made here from the buffer's lines when the client asks (preferred
+and in the fix-all only when the two lines are the same characters), and the field
+mapping of a dataset in its own shape is an edit of the settings file the judge reads
+(pyproject.toml), never preferred. judge/dataset_fixes.py makes both, as the CLI does.
 """
 
 from __future__ import annotations
@@ -102,11 +108,101 @@ async def code_action(ls: Any, params: lsp.CodeActionParams) -> list[lsp.CodeAct
     the fix-all, every diagnostic the server holds for the document."""
     tp = ls.tp
     uri = params.text_document.uri
-    everything: list[lsp.Diagnostic] = list(params.context.diagnostics)
+    asked: list[lsp.Diagnostic] = list(params.context.diagnostics)
+    everything: list[lsp.Diagnostic] = list(asked)
     only = [str(k.value if hasattr(k, "value") else k) for k in (params.context.only or [])]
     if not only or any(FIX_ALL.startswith(k) for k in only):
         result = await tp.analyzer.current(uri) if uri in tp.documents else None
         held = (result.diagnostics if result is not None else []) + list(tp.extras.get(uri, []))
         seen = {(_key(d.range), str(d.code)) for d in everything}
         everything += [d for d in held if (_key(d.range), str(d.code)) not in seen]
-    return actions(uri, params.context.diagnostics, everything, only or None) or None
+    extra: list[lsp.CodeAction] = []
+    doc = tp.documents.get(uri)
+    if doc is not None and _jsonl(doc):
+        asked = [_with_duplicate_fix(tp, doc, d) for d in asked]
+        everything = [_with_duplicate_fix(tp, doc, d) for d in everything]
+        if not only or any(lsp.CodeActionKind.QuickFix.value.startswith(k) for k in only):
+            for d in asked:
+                action = await _field_action(ls, doc, d)
+                if action is not None:
+                    extra.append(action)
+    return actions(uri, asked, everything, only or None) + extra or None
+
+
+# --- dataset fixes, made from the buffer (judge/dataset_fixes.py) -------------------------------
+
+_DUPLICATES = ("TP-PRE-DUPLICATE-TEXT", "TP-PRE-NEAR-DUPLICATE")
+
+
+def _jsonl(doc: Any) -> bool:
+    """A JSON Lines buffer: a JSON array's rows are not lines, so no line is dropped from it."""
+    return not doc.head(4096).lstrip("\ufeff \t\r\n").startswith("[")
+
+
+def _evidence(d: lsp.Diagnostic) -> dict[str, Any]:
+    data = d.data if isinstance(d.data, dict) else {}
+    evidence = data.get("evidence")
+    return evidence if isinstance(evidence, dict) else {}
+
+
+def _line_no(value: Any) -> int | None:
+    return value - 1 if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def _with_duplicate_fix(tp: Any, doc: Any, d: lsp.Diagnostic) -> lsp.Diagnostic:
+    """A duplicate-row diagnostic with its fix in its data, made from the buffer's lines."""
+    if str(d.code) not in _DUPLICATES or _fix_of(d) is not None:
+        return d
+    from ..judge.dataset_fixes import duplicate_fix
+    from .diagnostics import lsp_range
+
+    evidence = _evidence(d)
+    line, first = _line_no(evidence.get("line")), _line_no(evidence.get("first_line"))
+    if line is None or first is None:
+        return d
+    count = doc.line_count()
+    fix = duplicate_fix(str(d.code), line, first, lambda i: doc.line(i) if 0 <= i < count else None)
+    if fix is None:
+        return d
+    encoding = tp.presentation.encoding
+    data = {**(d.data if isinstance(d.data, dict) else {}),
+            "fix": to_fix_data(fix, str(doc.path), lambda p, sp: lsp_range(sp, p, tp.line_text, encoding))}
+    return lsp.Diagnostic(range=d.range, message=d.message, severity=d.severity, code=d.code, source=d.source,
+                          code_description=d.code_description, tags=d.tags,
+                          related_information=d.related_information, data=data)
+
+
+async def _field_action(ls: Any, doc: Any, d: lsp.Diagnostic) -> lsp.CodeAction | None:
+    """The field mapping of a whole-file missing-keys finding, written into the settings
+    file the judge reads (an edit of that file; never preferred: it changes how every row
+    is read)."""
+    import asyncio
+
+    from ..judge.dataset_fixes import MISSING_KEYS, SAMPLE_ROWS, field_fix
+    from .diagnostics import lsp_range
+    from .documents import path_to_uri
+    from .watching import workspace_roots
+
+    evidence = _evidence(d)
+    line = _line_no(evidence.get("line"))
+    if str(d.code) != MISSING_KEYS or line is None or evidence.get("rows") != evidence.get("records"):
+        return None
+    tp = ls.tp
+    rows = [doc.line(i) for i in range(line, min(line + SAMPLE_ROWS, doc.line_count()))]
+    config = await tp.configs.for_path(doc.path)
+    made = await asyncio.to_thread(field_fix, rows, doc.path, config, tuple(workspace_roots(ls)))
+    if made is None:
+        return None
+    target = path_to_uri(made.path)
+    if made.exists:
+        r = lsp_range(made.span, str(made.path), tp.line_text, tp.presentation.encoding)
+        edit = lsp.WorkspaceEdit(changes={target: [lsp.TextEdit(range=r, new_text=made.new_text)]})
+    else:  # a new settings file
+        start = lsp.Position(line=0, character=0)
+        edit = lsp.WorkspaceEdit(document_changes=[
+            lsp.CreateFile(uri=target, options=lsp.CreateFileOptions(ignore_if_exists=True)),
+            lsp.TextDocumentEdit(text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=target, version=None),
+                                 edits=[lsp.TextEdit(range=lsp.Range(start=start, end=start),
+                                                     new_text=made.new_text)])])
+    return lsp.CodeAction(title=f"trainproof: {made.title}", kind=lsp.CodeActionKind.QuickFix, diagnostics=[d],
+                          is_preferred=False, edit=edit)
