@@ -53,6 +53,10 @@ async def test_the_map_lens_runs_preflight_with_the_runs_tokenizer(vscode: Sessi
     await vscode.diagnostics(uri)
     (lens,) = [lens for lens in await vscode.lenses(uri) if lens.command.title.startswith("token map")]
     assert lens.command.command == "trainproof.checkDataset" and list(lens.command.arguments or ()) == [str(path)]
+    # the histogram's empty bins are no-break spaces: VS Code draws the title as HTML, where
+    # plain spaces would collapse and the bars lose their bins
+    bars = lens.command.title.split(" · 0% train nothing · ", 1)[1]
+    assert len(bars) == 16 and set(bars) == {"\u00a0", "█"} and bars.count("█") == 2, repr(bars)
     result = await vscode.command(lens.command.command, *lens.command.arguments)
     assert result["status"] == "done" and result["worst_verdict"] == "WARN"
     ids = sorted(f["id"] for f in result["findings"])
@@ -62,6 +66,10 @@ async def test_the_map_lens_runs_preflight_with_the_runs_tokenizer(vscode: Sessi
     assert by_id["TP-MAP-LENGTHS"]["message"].startswith("token map of 2 rows: loss assistant-only;")
     assert "1 (50%) over max length 14 (keep_start)" in by_id["TP-MAP-LENGTHS"]["message"]
     assert by_id["TP-MAP-RESPONSE-CUT"]["message"].startswith("1 of 2 mapped rows (50%) lose trained tokens")
+    # the open document shows the map's findings beside its own (the buffer's check builds no map)
+    published = await vscode.published(uri, lambda p: any(d.code == "TP-MAP-RESPONSE-CUT" for d in p.diagnostics))
+    codes = sorted(str(d.code) for d in published.diagnostics)
+    assert codes == ["TP-MAP-LENGTHS", "TP-MAP-RESPONSE-CUT", "TP-PRE-CONTEXT-OVERFLOW"], codes
 
 
 async def test_without_a_tokenizer_the_lens_command_checks_the_dataset_alone(vscode: Session,

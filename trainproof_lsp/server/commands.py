@@ -589,7 +589,9 @@ async def check_dataset(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
     if not s.tokenizer:
         return await _doctor_on(ls, path, what="preflight", title=f"trainproof preflight {path.name}")
     # With the run's tokenizer set, the check is the token map's (the map lens's numbers,
-    # server/token_map.py): preflight with the same tokenizer, max length and masking.
+    # server/token_map.py): preflight with the same tokenizer, max length and masking. Its
+    # map findings are not the buffer's (the buffer's check builds no map): shown beside
+    # an open document's own.
     shown = shown_path(ls, path)
     try:
         root = workspace_root(ls)
@@ -601,7 +603,7 @@ async def check_dataset(ls: TrainproofServer, *args: Any) -> dict[str, Any]:
     except BadValue as e:
         return _refused(ls.tp, f"preflight {shown}", e)
     return await _cli_command(ls, what=f"preflight {shown}", argv=["preflight", "--json", *opts, "--", str(path)],
-                              title=f"trainproof preflight {path.name}", timeout=600)
+                              title=f"trainproof preflight {path.name}", timeout=600, beside_open=True)
 
 
 async def compare(ls: TrainproofServer, *args: Any) -> dict[str, Any]:

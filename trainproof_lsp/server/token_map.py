@@ -152,7 +152,9 @@ def _bars(histogram: str) -> str:
     counts = parsed[1]
     top = max(counts) or 1
     blocks = "▁▂▃▄▅▆▇█"
-    return "".join(blocks[min(7, round(7 * c / top))] if c else " " for c in counts)
+    # An empty bin is a no-break space: VS Code draws a lens title as HTML, where runs of
+    # plain spaces collapse into one and the bars would lose their places.
+    return "".join(blocks[min(7, round(7 * c / top))] if c else "\u00a0" for c in counts)
 
 
 def marked_text(side: "SideMap") -> str:
