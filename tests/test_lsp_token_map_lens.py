@@ -51,13 +51,14 @@ async def test_the_map_lens_runs_preflight_with_the_runs_tokenizer(vscode: Sessi
     await vscode.start(settings=settings, init_options=settings)
     uri = vscode.open(path)
     await vscode.diagnostics(uri)
-    (lens,) = [lens for lens in await vscode.lenses(uri) if lens.command.title.startswith("token map")]
-    assert lens.command.command == "trainproof.checkDataset" and list(lens.command.arguments or ()) == [str(path)]
+    (cmd,) = [lens.command for lens in await vscode.lenses(uri)
+              if lens.command is not None and lens.command.title.startswith("token map")]
+    assert cmd.command == "trainproof.checkDataset" and list(cmd.arguments or ()) == [str(path)]
     # the histogram's empty bins are no-break spaces: VS Code draws the title as HTML, where
     # plain spaces would collapse and the bars lose their bins
-    bars = lens.command.title.split(" · 0% train nothing · ", 1)[1]
+    bars = cmd.title.split(" · 0% train nothing · ", 1)[1]
     assert len(bars) == 16 and set(bars) == {"\u00a0", "█"} and bars.count("█") == 2, repr(bars)
-    result = await vscode.command(lens.command.command, *lens.command.arguments)
+    result = await vscode.command(cmd.command, *(cmd.arguments or ()))
     assert result["status"] == "done" and result["worst_verdict"] == "WARN"
     ids = sorted(f["id"] for f in result["findings"])
     # row 1 is 19 tokens: cut at 14, 5 of its 11 trained tokens lost (the lens's "50% cut")
