@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test typecheck test-under-load bench docs clean real-clients e2e-deps vsix e2e e2e-run
+.PHONY: setup writers demo test typecheck test-under-load bench docs clean real-clients e2e-deps vsix e2e e2e-run
 
 # What `make demo` needs: trainproof-lsp (editable) and its runtime dependencies.
 $(BASE_STAMP): pyproject.toml
@@ -23,7 +23,28 @@ setup: $(STAMP)
 
 $(STAMP): $(BASE_STAMP)
 	$(PY) -m pip install --quiet -e '.[test,peers]'
+	$(MAKE) --no-print-directory writers
 	touch $(STAMP)
+
+# The fine-tuning stacks whose own log writers make the fixtures of tests/test_stack_readers.py
+# and tests/test_stdout_logs.py (LLaMA-Factory's LogCallback, ms-swift's logging callback,
+# torchtune's DiskLogger, DeepSpeed's fp16 loss scaler), with the few modules their writer
+# code imports. They pin transformers/trl/peft/datasets/accelerate below the versions the
+# suite tests against, and torchtune 0.6.1 needs a torchao that peft refuses: so they go,
+# --no-deps, into $(WRITERS), outside the venv's site-packages (its `pip check` stays clean
+# and no other test sees them); the tests run each writer in a subprocess with it on
+# PYTHONPATH. pip lists the stacks' unmet requirements ("dependency conflicts") after each
+# install and exits 0: expected for these --no-deps installs, and only for them.
+# DeepSpeed is an sdist: built against the venv's torch (so after the peers), without its
+# CUDA ops.
+WRITERS := $(VENV)/writers
+WRITER_PKGS := llamafactory==0.9.5 ms-swift==4.6.0 torchtune==0.6.1 torchao==0.10.0 \
+	omegaconf==2.4.0 tiktoken==0.14.0 modelscope==1.40.2 modelscope-hub==0.5.1 \
+	cryptography==50.0.2 json-repair==0.64.6 hjson==3.1.0 einops==0.8.2
+writers: $(BASE_STAMP)
+	rm -rf $(WRITERS)
+	$(PY) -m pip install --quiet --no-deps --target $(WRITERS) $(WRITER_PKGS)
+	DS_BUILD_OPS=0 $(PY) -m pip install --quiet --no-deps --no-build-isolation --target $(WRITERS) deepspeed==0.19.8
 
 # Exit codes 1 (a FAIL) and 2 (something not judged) are the demo's point, not errors.
 demo: $(BASE_STAMP)
