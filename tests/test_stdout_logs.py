@@ -4,10 +4,11 @@
 The HF Trainer's lines come from the real Trainer printing to a captured stdout (the
 fixtures' tiny-Trainer recipes, fixtures/hf_runs/make_hf_runs.py); the sick-curve tests
 print dicts the way transformers' PrinterCallback does (`print({k: f"{v:.4g}"})`, checked
-against the real Trainer's output by the first test). Megatron, nanoGPT and DeepSpeed are
-not installed here: their lines are made in the shape of their writers' f-strings
-(megatron/training/training.py training_log, nanoGPT train.py, deepspeed
-runtime/fp16/loss_scaler.py update_scale).
+against the real Trainer's output by the first test). DeepSpeed's loss-scaler lines are
+written by DeepSpeed 0.19.8's own DynamicLossScaler between the dicts transformers'
+PrinterCallback prints (fixtures/writers/stack_logs.py, from .venv/writers: tests/writers.py).
+Megatron and nanoGPT are not installed here: their lines are made in the shape of their
+writers' f-strings (megatron/training/training.py training_log, nanoGPT train.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 
 from curves import N, SICK, healthy
 from conftest import ids, judge, only, write_jsonl
+from writers import write_with
 from trainproof_lsp.core.config import Config
 from trainproof_lsp.core.model import EPOCH, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, STEP_TIME, Level, Verdict
 from trainproof_lsp.judge.engine import doctor, read_run
@@ -270,81 +272,96 @@ def test_a_sick_nanogpt_run_fails_by_the_same_rules(tmp_path, case):
 
 # --- DeepSpeed's loss scaler and the loss-scale rules -------------------------------------
 
-def ds_overflow(tried: int, after: int) -> str:
-    # deepspeed/runtime/fp16/loss_scaler.py DynamicLossScaler.update_scale, through its logger
-    return (f"[2024-05-01 10:00:00,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 "
-            f"Skipping step. Attempted loss scale: {tried}, reducing to {after}")
+def scaler(init_scale: int, overflows: list[bool], **kw: int) -> dict[str, object]:
+    """A healthy HF run whose fp16 loss scaler is stepped through `overflows` after its
+    fifth dict (update_scale(True) logs one OVERFLOW line; growth after `scale_window`
+    clean steps logs none)."""
+    return {"losses": healthy(), "init_scale": init_scale, "min_scale": 1, "overflows_after": 4,
+            "overflows": overflows, **kw}
 
 
-def with_overflows(scales: list[tuple[int, int]], tail: str = "") -> str:
-    """A healthy HF run with DeepSpeed overflow lines after its first dicts."""
-    curve = healthy()
-    lines = [hf_line(v, i) for i, v in enumerate(curve[:5])]
-    lines += [ds_overflow(a, b) for a, b in scales]
-    lines += [hf_line(v, i) for i, v in enumerate(curve[5:], 5)]
-    return "\n".join(lines) + "\n" + tail
+DS_RUNS = {
+    "settles": scaler(65536, [True] * 5),  # 2^16 -> 2^11: start-up overflows
+    "collapse": scaler(128, [True] * 4),  # 128 -> 8
+    "three_falls": scaler(64, [True] * 3),
+    "stays_above": scaler(256, [True] * 4),  # ends at 16
+    # 128 -> 8, two clean steps grow it to 16 (no line), then 16 -> 8: one fall since
+    "grows_between": scaler(128, [True] * 4 + [False, False, True], scale_window=1),
+    "minimum": scaler(16, [True] * 5),  # 16 -> 1, then the scaler raises at its minimum
+    "hysteresis": scaler(128, [True] * 3, delayed_shift=2),
+}
 
 
-def halvings(start: int, count: int) -> list[tuple[int, int]]:
-    return [(start >> k, start >> (k + 1)) for k in range(count)]
+@pytest.fixture(scope="module")
+def ds_logs(tmp_path_factory) -> dict[str, Path]:
+    out = write_with("deepspeed", tmp_path_factory.mktemp("deepspeed"), DS_RUNS)
+    return {name: out / name / "train.log" for name in DS_RUNS}
 
 
-def test_start_up_overflows_settling_high_are_not_a_collapse(tmp_path):
-    log = tmp_path / "train.log"
-    log.write_text(with_overflows(halvings(65536, 5)), encoding="utf-8")  # 2^16 -> 2^11
-    report = judge(log)
+def overflow_lines(log: Path) -> list[int]:
+    return [i for i, ln in enumerate(log.read_text(encoding="utf-8").splitlines()) if "[deepspeed] OVERFLOW!" in ln]
+
+
+def test_deepspeeds_own_overflow_lines_are_the_shape_read(ds_logs):
+    lines = ds_logs["collapse"].read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("{'loss': '") and lines[5].endswith(
+        "[INFO] [loss_scaler.py:266:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
+        "Attempted loss scale: 128, reducing to 64")
+    run = read_run(ds_logs["collapse"], detect(ds_logs["collapse"], ds_logs["collapse"].read_bytes()))
+    # each line its attempted scale, then the one it reduced to
+    assert run.format == "stdout-log"
+    assert run.get(LOSS_SCALE).values == (128, 64, 64, 32, 32, 16, 16, 8)  # type: ignore[union-attr]
+
+
+def test_start_up_overflows_settling_high_are_not_a_collapse(ds_logs):
+    report = judge(ds_logs["settles"])
     assert report.verdict is Verdict.PASS and "TP-LOSS-SCALE-COLLAPSE" not in ids(report)
     assert any(c.group == "TP-LOSS-SCALE-COLLAPSE" and c.ran for c in report.checks)
 
 
-def test_a_scale_halving_to_its_floor_warns_at_the_first_fall(tmp_path):
-    log = tmp_path / "train.log"
-    log.write_text(with_overflows(halvings(128, 4)), encoding="utf-8")  # 128 -> 8
+def test_a_scale_halving_to_its_floor_warns_at_the_first_fall(ds_logs):
+    log = ds_logs["collapse"]
     report = judge(log)
     assert report.verdict is Verdict.WARN
     f = only(report, "TP-LOSS-SCALE-COLLAPSE")
     assert f.level is Level.WARN
     assert f.message == ("loss scale fell 4 times in a row, from 128 to 8, with no growth between; "
                          "limits: 4 falls in a row ending at 8 or lower")
-    assert f.location.span is not None and f.location.span.start_line == 5
-    assert f.related[0].location.span is not None and f.related[0].location.span.start_line == 8
+    falls = overflow_lines(log)
+    assert falls == [5, 6, 7, 8]  # after the fifth dict, as written
+    assert f.location.span is not None and f.location.span.start_line == falls[0]
+    assert f.related[0].location.span is not None and f.related[0].location.span.start_line == falls[-1]
     assert f.evidence["falls"] == 4 and f.evidence["to_scale"] == 8.0
 
 
-@pytest.mark.parametrize("scales,why", [
-    (halvings(64, 3), "three falls are fewer than the limit"),
-    (halvings(256, 4), "four falls ending at 16 stay above the limit"),
-    (halvings(128, 4) + [(16, 8)], "a growth (8 -> 16) breaks the streak: one fall since"),
+@pytest.mark.parametrize("name,why", [
+    ("three_falls", "three falls are fewer than the limit"),
+    ("stays_above", "four falls ending at 16 stay above the limit"),
+    ("grows_between", "a growth (8 -> 16) breaks the streak: one fall since"),
 ])
-def test_the_collapse_limits_each_side(tmp_path, scales, why):
-    log = tmp_path / "train.log"
-    log.write_text(with_overflows(scales), encoding="utf-8")
-    assert "TP-LOSS-SCALE-COLLAPSE" not in ids(judge(log)), why
+def test_the_collapse_limits_each_side(ds_logs, name, why):
+    report = judge(ds_logs[name])
+    assert "TP-LOSS-SCALE-COLLAPSE" not in ids(report), why
+    assert report.verdict is Verdict.PASS, why
 
 
-def test_the_scaler_at_its_minimum_fails_on_its_line(tmp_path):
-    tail = ("Traceback (most recent call last):\n"
-            "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n")
-    log = tmp_path / "nohup.out"
-    log.write_text(with_overflows(halvings(16, 4), tail), encoding="utf-8")
+def test_the_scaler_at_its_minimum_fails_on_its_line(ds_logs):
+    log = ds_logs["minimum"]
     report = judge(log)
     assert report.verdict is Verdict.FAIL
     f = only(report, "TP-LOSS-SCALE-MIN")
-    assert f.location.span is not None and f.location.span.start_line == 5 + 4 + N - 5 + 1
+    lines = log.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("Exception: Current loss scale already at minimum"))
+    assert f.location.span is not None and f.location.span.start_line == at
     assert "(the last loss scale stated before it: 1)" in f.message
     assert "TP-LOSS-SCALE-COLLAPSE" in ids(report)
 
 
-def test_a_hysteresis_overflow_is_read_as_no_fall(tmp_path):
-    lines = halvings(128, 2) + [(32, 16)]
-    text = with_overflows(lines).replace(
-        ds_overflow(64, 32) + "\n",
-        ds_overflow(64, 32) + "\n[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 32, but "
-                              "hysteresis is 2. Reducing hysteresis to 1\n")
-    log = tmp_path / "train.log"
-    log.write_text(text, encoding="utf-8")
+def test_a_hysteresis_overflow_is_read_as_no_fall(ds_logs):
+    log = ds_logs["hysteresis"]
+    assert "but hysteresis is 2. Reducing hysteresis to 1" in log.read_text(encoding="utf-8")
     run = read_run(log, detect(log, log.read_bytes()))
-    assert run.get(LOSS_SCALE).values == (128, 64, 64, 32, 32, 32, 16)  # type: ignore[union-attr]
+    assert run.get(LOSS_SCALE).values == (128, 128, 64, 64, 32)  # type: ignore[union-attr]
 
 
 # --- watch: a captured stdout tailed as it grows ------------------------------------------------
