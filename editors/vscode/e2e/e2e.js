@@ -14,6 +14,19 @@
 //   5. opens a log with bare NaN (as HF writes them): it is a "Training log (JSON)", so
 //      every problem in the Problems panel is trainproof's (no "Value expected" from VS
 //      Code's JSON validator);
+//   6. the trained-tokens map: opens a chat dataset (the workspace's settings name its
+//      tokenizer folder, made by run-e2e.sh with the bundled tokenizers, max length 12 and
+//      assistant-only loss): hovering line 1 shows that row's map (the rendered
+//      conversation with the trained tokens between ⟦ ⟧ and ✂ where truncation cuts, the
+//      token counts); the file's "token map: p50 …" code lens gives the percentiles, the
+//      shares and the histogram, and clicking it runs preflight with the map (a
+//      notification, TP-MAP-RESPONSE-CUT in the Problems panel);
+//   7. a quick fix: opens a training script whose TrainingArguments sets
+//      load_best_model_at_end with save_strategy "steps" and eval_strategy "epoch"
+//      (TP-SCRIPT-BEST-STRATEGY-MISMATCH, static: no transformers in the server's
+//      interpreter), applies "set save_strategy='epoch' to match" from the Quick Fix menu
+//      (Ctrl+.) and checks the buffer changed on that line only, to exactly the fix's
+//      text, the finding left the Problems panel, and the saved file is the same;
 // saving a screenshot of each step in the artefacts folder. With --untrusted (a window
 // whose folder is not trusted, holding modules that leave a marker file when imported):
 //   the malformed dataset and the NaN log still get their static diagnostics, the server
@@ -37,6 +50,29 @@ const MALFORMED_LINE = 6;
 const TIMEOUT_MS = Number(process.env.E2E_TIMEOUT_MS || 90000);
 
 const RUN_TITLE = 'Run: lr_hot_diverges/trainer_state.json';
+
+// 6. The token map of data/chat.jsonl (run-e2e.sh writes it, the tokenizer and the
+// settings), as server/token_map.py renders it for fixtures/tokenizers/make_chat_map_tokenizer.py's
+// tokenizer (counts by hand in that script's docstring): line 1 is 14 tokens, its 6
+// trained ones (the assistant's "two plus two is four </s>") cut to 4 by max length 12.
+const CHAT = path.join(workspace, 'data', 'chat.jsonl');
+const MAP_HOVER = [
+  'Token map · line 1 · chat · loss assistant-only · max length 12 (keep_start)',
+  '14 tokens, 4 trained (6 before truncation); truncation cuts 2 token(s) after token 12; turns: user, assistant',
+  '<|user|> what is two plus two <|end|> <|assistant|> ⟦two plus two is⟧✂ four </s>',
+];
+// Rows of 14, 18 and 10 tokens: two over 12, both losing trained tokens; the histogram's
+// 16 bins hold one row each in three of them (full bars), the empty bins no-break spaces
+// (plain ones would collapse in the lens's HTML). VS Code trims the title's end, so the
+// six empty bins after the last bar are not drawn; the five before it are.
+const MAP_LENS = 'token map: p50 14 · p95 18 · p99 18 · max 18 · 66.7% over 12 · 66.7% cut · 0% train nothing · ';
+const MAP_HISTOGRAM = `${'\u00a0'.repeat(5)}█\u00a0█\u00a0█`;
+// 7. The quick fix on train.py (run-e2e.sh writes it): line 6's "steps" becomes 'epoch'.
+const SCRIPT = path.join(workspace, 'train.py');
+const FIX_RULE = 'TP-SCRIPT-BEST-STRATEGY-MISMATCH';
+const FIX_TITLE = "trainproof: set save_strategy='epoch' to match";
+const FIX_LINE = 6;
+const FIXED_LINE = "    save_strategy='epoch',";
 
 const results = { checks: [], screenshots: [], problems: {}, codeLenses: [], statusBar: null, runReport: null, output: [] };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -209,6 +245,168 @@ async function untrusted(page) {
   check('untrusted: no workspace code ran and no setting wrote a file (no marker)', left.length === 0, left.join(', ') || 'none');
 }
 
+// The active editor's rendered lines: line number -> text (spaces as spaces).
+function editorLines(page) {
+  return page.evaluate(() => {
+    const editor = document.querySelector('.editor-group-container.active .monaco-editor');
+    if (!editor) return undefined;
+    const rows = [...editor.querySelectorAll('.view-lines .view-line')]
+      .map((e) => ({ top: e.getBoundingClientRect().top, text: e.innerText.replace(/\u00a0/g, ' ') }));
+    const out = {};
+    for (const number of editor.querySelectorAll('.line-numbers')) {
+      const top = number.getBoundingClientRect().top;
+      const row = rows.find((r) => Math.abs(r.top - top) < 3);
+      if (row) out[Number(number.innerText.trim())] = row.text;
+    }
+    return out;
+  });
+}
+
+// A point over the text of line N in the active editor (for the mouse).
+function pointOnLine(page, n, column) {
+  return page.evaluate((n, column) => {
+    const editor = document.querySelector('.editor-group-container.active .monaco-editor');
+    const number = editor && [...editor.querySelectorAll('.line-numbers')].find((e) => e.innerText.trim() === String(n));
+    if (!number) return undefined;
+    const top = number.getBoundingClientRect().top;
+    const row = [...editor.querySelectorAll('.view-lines .view-line')].find((e) => Math.abs(e.getBoundingClientRect().top - top) < 3);
+    const text = row && row.querySelector('span');
+    if (!text) return undefined;
+    const r = text.getBoundingClientRect();
+    const w = r.width / Math.max(1, row.innerText.length);  // monospace: one character's width
+    return { x: r.left + w * (column - 0.5), y: r.top + r.height / 2 };
+  }, n, column);
+}
+
+// The text of the visible hover widget(s).
+function hoverText(page) {
+  return page.$$eval('.monaco-hover', (els) => els.filter((e) => !e.classList.contains('hidden')
+    && e.getBoundingClientRect().height > 0).map((e) => e.innerText.replace(/\u00a0/g, ' ')).join('\n'));
+}
+
+async function notification(page, start) {
+  return page.$$eval('.notifications-toasts .notification-list-item-message',
+    (els, start) => els.map((e) => e.innerText.trim()).find((t) => t.startsWith(start)), start);
+}
+
+async function tokenMap(page) {
+  await openFile(page, CHAT);
+  // Hover over line 1's text: the row's map. The hover is asked again (mouse off and
+  // back) until the server has judged the file and loaded the tokenizer.
+  let tries = 0;
+  const hover = await waitFor('the token map hover on line 1', async () => {
+    const text = await hoverText(page);
+    if (text.includes('Token map')) return text;
+    if (tries++ % 8 === 0) {
+      const at = await pointOnLine(page, 1, 12);
+      if (at) {
+        await page.mouse.move(5, 5);
+        await page.mouse.move(at.x, at.y);
+      }
+    }
+    return undefined;
+  }) || '';
+  const lines = hover.split('\n').map((l) => l.trim());
+  console.log(`  hover: ${lines.filter((l) => l).slice(0, 4).join(' / ')}`);
+  check('chat dataset: hover on line 1 shows the row\'s token map', lines.includes(MAP_HOVER[0]), lines.find((l) => l.startsWith('Token map')));
+  check('chat dataset: the hover gives the token counts and where truncation cuts', lines.includes(MAP_HOVER[1]),
+    lines.find((l) => l.includes(' tokens, ')));
+  check('chat dataset: the hover renders the conversation with the trained tokens marked ⟦ ⟧ and the cut ✂',
+    lines.includes(MAP_HOVER[2]), lines.find((l) => l.startsWith('<|user|>')));
+  await shot(page, '07-token-map-hover.png');
+  await page.mouse.move(5, 5);
+  await press(page, 'Escape');
+
+  // The file's lens: percentiles, shares and histogram; clicked, preflight with the map.
+  // (the lens's text as drawn: the histogram's empty bins are no-break spaces, kept)
+  const lensTexts = await waitFor('the token map code lens', async () => {
+    const texts = await page.$$eval('.codelens-decoration a', (els) => els.map((e) => e.innerText));
+    return texts.some((t) => t.startsWith('token map')) ? texts : undefined;
+  }) || [];
+  const mapLens = lensTexts.find((t) => t.startsWith('token map'));
+  console.log(`  code lens: ${lensTexts.map((t) => t.trim()).join(' | ')}`);
+  const histogram = mapLens && mapLens.slice(MAP_LENS.length);
+  check('chat dataset: the "token map" code lens gives p50/p95/p99/max, the share over the max length, cut and train nothing',
+    mapLens && mapLens.replace(/\u00a0/g, ' ').startsWith(MAP_LENS), mapLens && mapLens.slice(0, MAP_LENS.length).trim());
+  check('chat dataset: the lens draws the length histogram (three rows in bins 6, 8 and 10 of 16)', histogram === MAP_HISTOGRAM,
+    histogram !== undefined ? `"${histogram.replace(/\u00a0/g, '·')}" (· an empty bin)` : undefined);
+  const clicked = await waitFor('the token map code lens, clicked', async () => {
+    const handle = await page.evaluateHandle(() => [...document.querySelectorAll('.codelens-decoration a')]
+      .find((a) => a.innerText.trim().startsWith('token map')));
+    const lens = handle.asElement();
+    if (!lens) return undefined;
+    await lens.click();  // throws on a lens drawn again since it was found: waitFor tries again
+    return lens;
+  });
+  const toast = clicked && await waitFor('the preflight result notification', () => notification(page, 'trainproof preflight'));
+  check('chat dataset: clicking the lens runs preflight with the run\'s tokenizer (WARN, in a notification)',
+    toast && toast.includes('chat.jsonl') && toast.includes('WARN'), toast);
+  const rows = await problemsWith(page, 'TP-MAP-RESPONSE-CUT');
+  const cut = rows.find((r) => r.includes('TP-MAP-RESPONSE-CUT'));
+  check('chat dataset: the lens\'s preflight puts TP-MAP-RESPONSE-CUT in the Problems panel (2 of 3 rows cut)',
+    cut && cut.includes('2 of 3 mapped rows (66.7%) lose trained tokens'), cut);
+  await shot(page, '08-token-map-lens-and-preflight.png');
+}
+
+async function quickFix(page) {
+  await openFile(page, SCRIPT);
+  const before = fs.readFileSync(SCRIPT, 'utf8').replace(/\n$/, '').split('\n');
+  const rows = await problemsWith(page, FIX_RULE);
+  const finding = rows.find((r) => r.includes(FIX_RULE));
+  check(`train.py: Problems panel shows ${FIX_RULE} at line 7`, finding && finding.includes('[Ln 7,'), finding);
+  const squiggle = await waitFor('a squiggle on line 7 of train.py', () => squiggleOnLine(page, 7));
+  check('train.py: squiggle on line 7 (load_best_model_at_end=True)', squiggle, squiggle);
+  // The cursor into the finding (on "True"), then Quick Fix (Ctrl+.): the menu lists the fix.
+  let tries = 0;
+  const item = await waitFor(`"${FIX_TITLE}" in the Quick Fix menu`, async () => {
+    const items = await page.$$eval('.action-widget .monaco-list-row', (els) => els.map((e) => e.innerText.trim()));
+    if (items.some((t) => t === FIX_TITLE || t.startsWith(FIX_TITLE))) return items;
+    if (tries++ % 10 === 0) {
+      await press(page, 'Escape');
+      const at = await pointOnLine(page, 7, 30);
+      if (at) await page.mouse.click(at.x, at.y);
+      await press(page, 'Control', 'Period');
+    }
+    return undefined;
+  });
+  check('train.py: the Quick Fix menu (Ctrl+.) offers the fix', item, item ? item.join(' | ') : undefined);
+  await shot(page, '09-quick-fix-menu.png');
+  if (item) {
+    const row = await page.evaluateHandle((t) => [...document.querySelectorAll('.action-widget .monaco-list-row')]
+      .find((e) => e.innerText.trim().startsWith(t)), FIX_TITLE);
+    if (row.asElement()) await row.asElement().click();
+  }
+  const expected = before.map((l, i) => (i + 1 === FIX_LINE ? FIXED_LINE : l));
+  const changed = await waitFor('the fix in the buffer', async () => {
+    const lines = await editorLines(page);
+    return lines && lines[FIX_LINE] === FIXED_LINE ? lines : undefined;
+  }, 30000) || await editorLines(page) || {};
+  const got = expected.map((_, i) => changed[i + 1]);
+  const diff = got.map((l, i) => (l !== before[i] ? `line ${i + 1}: ${JSON.stringify(before[i])} -> ${JSON.stringify(l)}` : null))
+    .filter((d) => d);
+  check(`train.py: the buffer changed on line ${FIX_LINE} only, to the fix's text`,
+    got.every((l, i) => l === expected[i]), diff.join('; ') || 'unchanged');
+  await showProblems(page);
+  const gone = await waitFor(`${FIX_RULE} to leave the Problems panel`, async () => {
+    const panel = await page.$('.markers-panel');
+    if (!panel || !(await panel.isVisible())) return undefined;
+    const now = await problemRows(page);
+    // gone from the panel, and its squiggle from line 7 (the buffer was judged again)
+    return now.some((r) => r.includes(FIX_RULE)) || await squiggleOnLine(page, 7) ? undefined : now;
+  });
+  check(`train.py: after the fix, ${FIX_RULE} is gone from the Problems panel and line 7 has no squiggle`, gone,
+    gone ? `${gone.filter((r) => r.includes('TP-')).length} trainproof row(s) left` : undefined);
+  await shot(page, '10-quick-fix-applied.png');
+  // Saved: the file on disk is the fixed text.
+  await page.click('.editor-group-container.active .monaco-editor .view-lines');
+  await press(page, 'Control', 'KeyS');
+  const saved = await waitFor('train.py saved', () => {
+    const text = fs.readFileSync(SCRIPT, 'utf8');
+    return text.includes(FIXED_LINE) ? text : undefined;
+  }, 20000);
+  check('train.py: saved, the file on disk is the fixed text', saved && saved === `${expected.join('\n')}\n`);
+}
+
 (async () => {
   fs.mkdirSync(artifacts, { recursive: true });
   const browser = await puppeteer.launch({
@@ -323,6 +521,12 @@ async function untrusted(page) {
     // 5. A log with bare NaN: only trainproof's problems.
     await nanLogProblems(page, '');
     await shot(page, '06-nan-log-problems.png');
+
+    // 6. The trained-tokens map: hover and code lens.
+    await tokenMap(page);
+
+    // 7. One quick fix, applied from the Quick Fix menu.
+    await quickFix(page);
   } finally {
     await browser.close();
     fs.writeFileSync(path.join(artifacts, UNTRUSTED ? 'untrusted-result.json' : 'result.json'), JSON.stringify(results, null, 2));

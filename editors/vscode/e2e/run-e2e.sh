@@ -3,7 +3,9 @@
 # Debian's chromium if missing, installs editors/vscode/*.vsix into a fresh profile, opens
 # a workspace with a malformed dataset, a diverging HF run and a run whose log holds bare
 # NaN, and checks squiggles, Problems rows (trainproof's only: no JSON-validator noise), the
-# code lens, the status bar and the "Show run" webview (e2e.js). Then a second code-server
+# code lens, the status bar and the "Show run" webview (e2e.js); a chat dataset with the
+# run's tokenizer folder (the trained-tokens map's hover and code lens) and a training
+# script whose finding has a quick fix (applied from the Quick Fix menu). Then a second code-server
 # with workspace trust on opens a hostile folder (modules that leave a marker file when
 # imported, settings that aim at files) in an untrusted window: static diagnostics show,
 # no marker appears (e2e.js --untrusted).
@@ -11,7 +13,10 @@
 # (gitignored).
 #
 # The server runs with /usr/bin/python3 (Debian's, with no pygls installed) so the check
-# proves the bundled copy works without a pip install.
+# proves the bundled copy works without a pip install. The token map's tokenizer folder is
+# made by fixtures/tokenizers/make_chat_map_tokenizer.py run by that python with only the
+# installed extension's bundled/libs on its path: the bundled tokenizers trains and
+# writes it, and the server reads it with the same copy.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 EXT_DIR="$(dirname "$HERE")"
@@ -33,6 +38,36 @@ mkdir -p "$WS/data" "$WS/runs" "$WORK/ud/User" "$WORK/exts" "$WORK/xdg-config" "
 cp "$REPO/tests/lsp_fixtures/malformed_line_6.jsonl" "$WS/data/train.jsonl"
 cp -r "$REPO/fixtures/hf_runs/lr_hot_diverges" "$WS/runs/"
 cp -r "$REPO/fixtures/hf_runs/nan_loss" "$WS/runs/"
+# The token map: a chat dataset of three rows (14, 18 and 10 tokens with the tokenizer made
+# below; the first two over the max length of 12, their responses cut), and the settings a
+# project would keep beside it: the run's tokenizer folder, max length and loss.
+cat > "$WS/data/chat.jsonl" <<'EOF'
+{"messages": [{"role": "user", "content": "what is two plus two"}, {"role": "assistant", "content": "two plus two is four"}]}
+{"messages": [{"role": "user", "content": "say hello to the cat"}, {"role": "assistant", "content": "hello cat, the cat sat on the mat"}]}
+{"messages": [{"role": "user", "content": "what is two plus two"}, {"role": "assistant", "content": "four"}]}
+EOF
+mkdir -p "$WS/.vscode"
+cat > "$WS/.vscode/settings.json" <<EOF
+{
+  "trainproof.tokenizer": "$WS/tokenizer",
+  "trainproof.maxLen": 12,
+  "trainproof.loss": "assistant-only"
+}
+EOF
+# The quick fix: load_best_model_at_end with save_strategy "steps" and eval_strategy
+# "epoch" (TP-SCRIPT-BEST-STRATEGY-MISMATCH, read with ast: no transformers needed).
+cat > "$WS/train.py" <<'EOF'
+from transformers import Trainer, TrainingArguments
+
+args = TrainingArguments(
+    output_dir="out",
+    eval_strategy="epoch",
+    save_strategy="steps",
+    load_best_model_at_end=True,
+)
+trainer = Trainer(model=None, args=args)
+trainer.train()
+EOF
 
 # The hostile folder for the untrusted window: each module writes a marker when imported.
 HOSTILE="$WORK/hostile"
@@ -79,6 +114,10 @@ CS=(node "$CS_DIR/package/out/node/entry.js" --extensions-dir "$WORK/exts" --use
 export XDG_CONFIG_HOME="$WORK/xdg-config" XDG_DATA_HOME="$WORK/xdg-data"
 echo "== installing $(basename "$VSIX") into code-server"
 "${CS[@]}" --install-extension "$VSIX" | tail -2
+BUNDLED="$(find "$WORK/exts" -maxdepth 3 -type d -path '*/bundled/libs' | head -1)"
+[ -n "$BUNDLED" ] || { echo "no bundled/libs in the installed extension" >&2; exit 1; }
+echo "== the token map's tokenizer, made with the bundled tokenizers ($BUNDLED)"
+PYTHONPATH="$BUNDLED" "$PYTHON" -S "$REPO/fixtures/tokenizers/make_chat_map_tokenizer.py" "$WS/tokenizer"
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
