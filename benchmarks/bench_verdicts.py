@@ -64,7 +64,10 @@ NAMES_THE_FAULT: dict[str, frozenset[str]] = {
     "diverged": frozenset({"TP-DIVERGE", "TP-LOSS-SPIKE-UNRECOVERED"}),
     # nothing learned (a learning rate far too small): the no-improvement family. A zero-LR
     # stretch alone (TP-ZERO-LR-PARTIAL) is not counted: it is not what stopped the learning.
-    "no-learning": frozenset({"TP-DEAD-RUN", "TP-FLAT", "TP-ZERO-LR", "TP-AT-CHANCE", "TP-EVAL-ACC-AT-CHANCE"}),
+    # TP-LOSS-PART-STALLED: the part of a composite loss that is the task stands still (a
+    # VAE's reconstruction while its KL collapses).
+    "no-learning": frozenset({"TP-DEAD-RUN", "TP-FLAT", "TP-ZERO-LR", "TP-AT-CHANCE", "TP-EVAL-ACC-AT-CHANCE",
+                              "TP-LOSS-PART-STALLED"}),
     "other:zero-loss": frozenset({"TP-ZERO-LOSS", "TP-ZERO-LOSS-ONSET", "TP-LOSS-COLLAPSE"}),
     "other:train-loss-creeping-up": frozenset({"TP-DIVERGE", "TP-DEAD-RUN"}),
     "other:degrading-after-resume": frozenset({"TP-DEAD-RUN", "TP-DIVERGE"}),

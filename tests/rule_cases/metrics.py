@@ -434,6 +434,36 @@ def to_trend_z(values: Sequence[float], z: float, keep: int) -> list[float]:
     return list(values[:keep]) + out + list(values[n - keep:])
 
 
+def stepped(n: int, level: float, fall: float, wiggle: float = 0.0) -> list[float]:
+    """`level` for the first half of n points and `level` x (1 - fall) for the second, each
+    point moved by +-`wiggle` in turn (a part of a loss, judged by its end levels)."""
+    return [level * (1 - fall * (i >= n // 2)) + wiggle * (1 if i % 2 else -1) for i in range(n)]
+
+
+def parts(*, n: int = 30, part_fall: float = 0.0, kl_fall: float = 0.98, kl: float = 1.0, recon: float = 4.0,
+          part: str = "recon_loss", other: str = "kl_loss", wiggle: float = 0.0) -> Run:
+    """A composite loss: `part` (the task) falls by `part_fall` while `other` (a KL term)
+    falls by `kl_fall`; the total is their sum."""
+    task, reg = stepped(n, recon, part_fall, wiggle), stepped(n, kl, kl_fall)
+    return run_of(loss=[a + b for a, b in zip(task, reg)],
+                  cols={"loss_part:" + part: task, "loss_part:" + other: reg})
+
+
+def parts_noise(ratio: float) -> Run:
+    """A recon part that falls 10%, by `ratio` of its own level noise (the wiggle solved
+    for it by bisection on the rule's own measure), while the KL term collapses."""
+    from trainproof_lsp.rules.loss_parts import _fall
+
+    def measured(w: float) -> float:
+        f = _fall(list(parts(part_fall=0.1, wiggle=w).series["loss_part:recon_loss"].values))
+        return (f.start - f.end) / f.noise
+    lo, hi = 1e-3, 2.0  # measured() falls as the wiggle grows
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if measured(mid) > ratio else (lo, mid)
+    return parts(part_fall=0.1, wiggle=(lo + hi) / 2)
+
+
 CASES: dict[str, RuleCases] = {
     "TP-NAN": RuleCases(
         fires=Fires(subject=lambda: run_of(loss=with_at(healthy(12), {3: NAN, 8: INF})),
@@ -676,6 +706,32 @@ CASES: dict[str, RuleCases] = {
                    straddle("min_stay_fraction", 0.25, lambda f: diverged(n=24, up=round(f * 24)), fire=0.25, quiet=0.2),
                    straddle("eval_tolerance", 0.05, diverged_with_eval, fire=0.06, quiet=0.05,
                             skip="the rise is train-side noise")),
+    ),
+    "TP-LOSS-PART-STALLED": RuleCases(
+        fires=(Fires(subject=lambda: parts(), hits=(Expect(message='recon_loss does not fall: 4 -> 4 (+0.0%; its level noise 0, trend z 0.0) over steps 10-300, while the total loss falls 5 -> 4.02 (-19.6%); the fall is carried by kl_loss (1 -> 0.02, -98.0%); judged on the loss part recon_loss per logged step, points 1-30 of 30 (steps 10-300); levels are window medians at each end',
+                            evidence={'part': 'recon_loss', 'part_start': 4.0, 'part_end': 4.0, 'part_fall': 0.0, 'part_noise': 0.0, 'part_trend_z': 0.0, 'total_start': 5.0, 'total_end': 4.02, 'total_fall': 0.196, 'carried_by': 'kl_loss', 'points': 30}, line=29),),
+                     family=('TP-LOSS-PART-STALLED',)),
+               Fires(subject=lambda: parts(kl=0.1, kl_fall=0.9), hits=(Expect(message='recon_loss does not fall: 4 -> 4 (+0.0%; its level noise 0, trend z 0.0) over steps 10-300, while kl_loss (0.1 -> 0.01, -90.0%) collapses and the total loss moves 4.1 -> 4.01 (-2.2%); judged on the loss part recon_loss per logged step, points 1-30 of 30 (steps 10-300); levels are window medians at each end',
+                            evidence={'part': 'recon_loss', 'part_start': 4.0, 'part_end': 4.0, 'part_fall': 0.0, 'part_noise': 0.0, 'part_trend_z': 0.0, 'total_start': 4.1, 'total_end': 4.01, 'total_fall': 0.0219512195, 'carried_by': 'kl_loss', 'points': 30}, line=29),),
+                     family=('TP-LOSS-PART-STALLED',))),
+        quiet=(Quiet(subject=lambda: parts(part_fall=0.3)),
+               Quiet(subject=lambda: parts(part="aux_loss", other="ce_loss")),
+               Quiet(subject=lambda: parts(part="gen_loss", other="disc_loss")),
+               Quiet(subject=lambda: run_of(loss=healthy(30)), skip="no named parts of the loss"),
+               Quiet(subject=lambda: parts(kl=0.1, kl_fall=0.4), skip="no part of it collapses")),
+        straddles=(straddle("max_part_fall", 0.02, lambda f: parts(part_fall=f), fire=0.019, quiet=0.021),
+                   # no part collapses (the KL term falls 40%): the total's fall decides
+                   straddle("min_total_fall", 0.05, lambda f: parts(kl_fall=0.4, kl=f * 4.0 / (0.4 - f)),
+                            fire=0.051, quiet=0.049, skip="does not fall clearly"),
+                   # a small KL term: the total moves under 5%, the collapse decides
+                   straddle("collapse_fall", 0.5, lambda f: parts(kl=0.1, kl_fall=f), fire=0.51, quiet=0.49,
+                            skip="no part of it collapses"),
+                   straddle("fall_noise", 2.0, parts_noise, fire=1.95, quiet=2.05),
+                   # a part whose name says neither task nor regulariser: its share of the total
+                   straddle("min_share", 0.1, lambda s: parts(part="foo_loss", recon=s / (1 - s)),
+                            fire=0.11, quiet=0.09),
+                   straddle("min_points", 20, lambda n: parts(n=int(n)), fire=20, quiet=19,
+                            skip="this check needs at least 20")),
     ),
     "TP-DEAD-RUN": RuleCases(
         fires=Fires(subject=lambda: run_of(loss=hump(0.01)), hits=(Expect(message='loss level went from 1 to 0.99 over steps 10-400 (40 points; -1.0%; limit: a fall of at least 2%); no downward trend (z 2.46 > -1.0); levels: start the higher median of the first 4 and first 8 points, end the median of the last 8',

@@ -135,6 +135,16 @@ LOSS_SCALE_AT_MINIMUM = "loss_scale_at_minimum"
 SERIES_NAMES = (LOSS, EVAL_LOSS, LR, GRAD_NORM, STEP_TIME, DATA_TIME, THROUGHPUT, EPOCH, LOSS_EPOCH,
                 EVAL_ACCURACY)
 
+# Named parts of a composite train loss (`recon_loss`, `kl_loss`, `loss_ce`, `aux_loss`...),
+# each a series of its own named LOSS_PART + the column it was read from. Read from metric
+# tables and trainer_state.json (readers/metrics.map_columns); judged by rules/loss_parts.py.
+LOSS_PART = "loss_part:"
+
+
+def loss_parts(series: Mapping[str, "Series"]) -> list[str]:
+    """The names of a run's loss-part series, in a stable order."""
+    return sorted(n for n in series if n.startswith(LOSS_PART))
+
 
 @dataclass(frozen=True, init=False, eq=True)
 class Series:

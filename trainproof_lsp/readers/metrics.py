@@ -29,7 +29,8 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 import msgspec
 
 from ..core import objectives as ob
-from ..core.model import (DATA_TIME, EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LR, STEP_TIME, THROUGHPUT,
+from ..core.model import (DATA_TIME, EPOCH, EVAL_ACCURACY, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_EPOCH, LOSS_PART, LR, STEP_TIME,
+                          THROUGHPUT,
                      ReadError, RecordSpans, Run, RunMeta, Span)
 from . import adjacent
 from .common import (Batch, ByteLines, Columns, NotText, PointSink, TextUpToNewline, decode_json, feed_all, file_data,
@@ -159,6 +160,31 @@ _SHAPES: dict[str, re.Pattern[str]] = {
     LOSS: re.compile(r"^(?:train|training)_(?:[a-z0-9]+_)*loss(?:_step|_epoch)?$"
                      r"|^(?:[a-z0-9]+_)*loss_(?:train|training)$"),
 }
+# Named parts of a composite train loss: a name with the word `loss` in it that no alias
+# or shape above took ("recon_loss", "train/kl_loss", "loss_ce", "lossMel", "aux_loss").
+# Not parts: held-out losses (an eval split's word anywhere), the fp16 loss scale, a total,
+# a smoothed copy of the loss (avg, ema, running...), and a per-epoch copy of a per-step
+# part (Lightning's `x_loss_epoch` beside `x_loss_step`: the step series is the part).
+_PART_NOT = frozenset({"eval", "evaluation", "val", "valid", "validation", "dev", "test", "scale", "scaler",
+                       "total", "avg", "mean", "average", "running", "smooth", "smoothed", "ema", "best", "min",
+                       "max", "std", "var", "ratio", "weight", "coef", "coeff", "lambda"})
+
+
+# Terms that name a part of a loss without the word `loss` (`train_kld`, `kl_div`, `nll`).
+_PART_TERMS = frozenset({"kl", "kld", "kldiv", "nll", "recon", "reconstruction"})
+
+
+def is_loss_part(norm: str, by_norm: Mapping[str, str]) -> bool:
+    """Whether the normalised column name `norm` names a part of the train loss."""
+    words = norm.split("_")
+    if ("loss" not in words and not _PART_TERMS.intersection(words)) or words == ["loss"] \
+            or _PART_NOT.intersection(words):
+        return False
+    if words[-1] == "epoch" and norm[: -len("epoch")] + "step" in by_norm:
+        return False
+    return True
+
+
 # What a mapping setting may name: the canonical series, and the step column.
 MAPPABLE = (*ALIASES, "step")
 
@@ -218,6 +244,10 @@ def map_columns(names: Iterable[str], mapping: Mapping[str, str] | None = None,
             col = fits[0] if len(fits) == 1 else None
         if col is not None:
             chosen[series] = col
+            taken.add(col)
+    for norm, col in by_norm.items():
+        if col not in taken and is_loss_part(norm, by_norm):
+            chosen[LOSS_PART + col] = col
             taken.add(col)
     if LR not in chosen:
         monitor = sorted(n for n in by_lower.values() if _LR_MONITOR.match(n))

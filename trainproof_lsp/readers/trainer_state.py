@@ -114,12 +114,15 @@ def _needs_mapping(data: bytes, found: Any, columns_map: Mapping[str, str] | Non
     a log with another loss key (an eval set named by the user) is read by mapping names."""
     if columns_map or (LOSS not in found and EVAL_LOSS not in found):
         return True
-    if EVAL_LOSS in found:
-        return False
+    if data.find(b'"loss_') >= 0:  # a named part of the loss (`loss_ce`): HF has no such key
+        return True
     at = data.find(b'_loss"')
     while at >= 0:
         start = data.rfind(b'"', 0, at)
-        if data[start:at + 6] not in _HF_LOSS_KEYS:
+        key = data[start:at + 6]
+        # With HF's eval_loss read, another eval set's loss changes nothing; any other
+        # `_loss` key is a custom logger's loss or a named part of it (`recon_loss`).
+        if key not in _HF_LOSS_KEYS and not (EVAL_LOSS in found and key.startswith(b'"eval_')):
             return True
         at = data.find(b'_loss"', at + 6)
     return False

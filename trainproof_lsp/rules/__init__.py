@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from ..core.model import Level, Run
 from . import chance, compare, dead, degenerate, diverge, eventfile, flat, lr, nonfinite, overfit, spikes, steps, timing, uniform, zero
-from . import loss_scale
+from . import loss_parts, loss_scale
 from . import preference, rl, objective_compare
 from . import checkpoint, entrypoint, env, script, script_best_strategy
 from . import script_api, script_lora, script_precision, script_run
@@ -69,6 +69,7 @@ REGISTRY: tuple[Rule[Any, Any], ...] = (
     degenerate.COLLAPSE_RULE,  # ...and one that collapses to ~0 (label leakage)
     flat.RULE,
     dead.RULE,
+    loss_parts.RULE,  # rules/loss_parts.py: a task part of a composite loss stands still
     diverge.RULE,
     spikes.LOSS_SPIKE_RULE,
     spikes.LOSS_SPIKE_UNRECOVERED_RULE,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..core.model import EPOCH, EVAL_LOSS, LOSS, LOSS_EPOCH, Run, Series
+from ..core.model import EPOCH, EVAL_LOSS, LOSS, LOSS_EPOCH, LOSS_PART, Run, Series
 from ._stats import median, point_noise
 from .base import Skip
 
@@ -162,6 +162,8 @@ def view_words(run: Run, series: Series) -> str:
         return "train loss per epoch"
     if series.name == EVAL_LOSS:
         return "eval loss"
+    if series.name.startswith(LOSS_PART):
+        return f"loss part {series.name[len(LOSS_PART):]} per logged step"
     if series.name != LOSS:
         return f"{series.name.replace('_', ' ')} per logged step"
     if run.get(LOSS_EPOCH) is not None:
