@@ -840,6 +840,8 @@ def env(request: EnvRequest, config: Config, *, checkpoint: Path | None = None,
     # checked (without --run-entrypoint), never a failure.
     extra = [not_checked_finding(p.location.path, f"{p.module}: {p.detail}", p.location.span)
              for p in facts.probes if p.outcome == "entrypoint-not-run"]
+    if facts.api_error and Path(facts.path).suffix in (".yaml", ".yml"):  # a config whose keys nothing judged
+        extra.append(not_checked_finding(facts.path, f"the config's keys were not checked: {facts.api_error}"))
     report = judge_facts(facts, family=ENV, path=facts.path, fmt="import-probe", config=config, extra=extra)
     script = request.entrypoint if request.entrypoint is not None else (
         Path(facts.path) if request.module and not facts.entry_error else None)

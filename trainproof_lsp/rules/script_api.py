@@ -15,6 +15,7 @@ from typing import Iterator
 from ..core.model import Edit, Fix, Hit, Level, Location
 from ..readers.envcheck import ApiProbe, EnvFacts
 from ..readers.script import CONFIG_CLASSES, ApiKeyword
+from ..readers.yaml_api import is_yaml_call
 from .base import Context, NoLimits, Rule, Skip
 from .env import ENV
 
@@ -40,6 +41,8 @@ RENAMED: dict[str, dict[str, str]] = {
     "trl": {**_TRANSFORMERS_RENAMED, "max_seq_length": "max_length"},  # SFTConfig 0.20
     "lightning": _LIGHTNING_RENAMED,
     "pytorch_lightning": _LIGHTNING_RENAMED,
+    # a LLaMA-Factory YAML's trainer keys are transformers' TrainingArguments (subclassed)
+    "llamafactory": _TRANSFORMERS_RENAMED,
 }
 # Removed keywords whose replacement is not a rename: what to do instead.
 _LIGHTNING_MOVED = {
@@ -110,8 +113,14 @@ naming the installed version and, where a release renamed it, the new name
 (`evaluation_strategy` -> `eval_strategy`, `tokenizer` -> `processing_class`) — a quick
 fix renames it. Checked by `env`: the signature is read in a child process of the run's
 interpreter with `inspect.signature`; the class is never called and the script never run.
+`env --entrypoint config.yaml` does the same for a LLaMA-Factory training config: each
+top-level key against the fields of the installed llamafactory's five argument classes
+(ModelArguments, DataArguments, TrainingArguments, FinetuningArguments,
+GeneratingArguments), located on the key's line; not checked when llamafactory cannot be
+imported there, or when ALLOW_EXTRA_ARGS lets it take any key.
 Why it matters: the call raises TypeError ("unexpected keyword argument") before the
-first step, often after the model and dataset were loaded on a rented GPU.
+first step, often after the model and dataset were loaded on a rented GPU; LLaMA-Factory's
+HfArgumentParser raises ValueError ("Some keys are not used") on the config's key.
 What it does not mean: anything about classes that take `**kwargs` (BitsAndBytesConfig),
 or keywords hidden in a `**dict` the source does not spell out.
 """
@@ -141,9 +150,15 @@ def check_keywords(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[
                 if new is not None and not any(k.name == new for k in p.call.keywords):
                     fix = Fix(title=f"rename {kw.name} to {new}", edits=(Edit(span=kw.name_span, new_text=new),))
             cls = p.call.attr.rsplit(".", 1)[-1]
+            if is_yaml_call(p.call):  # a LLaMA-Factory config: HfArgumentParser refuses the key
+                message = (f"{p.call.written}: {kw.name!r} is no argument of {_installed(p)}'s training "
+                           f"arguments ({cls.replace('+', ', ')}){hint}; `llamafactory-cli train` raises "
+                           "ValueError (keys not used by the HfArgumentParser) before training starts")
+            else:
+                message = (f"{p.call.written}({kw.name}=...): {_installed(p)} {cls} takes no keyword "
+                           f"{kw.name!r}{hint}; the call raises TypeError before training starts")
             yield Hit(
-                message=(f"{p.call.written}({kw.name}=...): {_installed(p)} {cls} takes no keyword "
-                         f"{kw.name!r}{hint}; the call raises TypeError before training starts"),
+                message=message,
                 evidence={"keyword": kw.name, "class": sig.qualname, "library": sig.library,
                           "version": sig.version, "replacement": new or ""},
                 location=Location(path=p.path, span=kw.name_span), fix=fix)
@@ -160,8 +175,10 @@ VALUE_DOC = """The script passes a string the installed library class does not a
 What it flags: a literal string for a keyword whose annotation in the installed class is
 an Enum or a Literal (`eval_strategy`, `save_strategy`, `lr_scheduler_type`, `optim` of
 TrainingArguments and TRL's configs) that is none of its values; located on the value,
-naming the closest allowed value. Checked by `env`, from the installed annotation, never
-by calling the class.
+naming the closest allowed value; in a LLaMA-Factory config (`env --entrypoint
+config.yaml`) a value outside a Literal of its argument classes (`finetuning_type`,
+`stage`) or an Enum of TrainingArguments. Checked by `env`, from the installed
+annotation, never by calling the class.
 Why it matters: TrainingArguments converts those strings to its enums on construction and
 raises ValueError ("is not a valid IntervalStrategy") before training starts.
 What it does not mean: anything for a keyword whose annotation also takes any string,
@@ -174,7 +191,7 @@ def check_values(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hi
         cls = p.call.attr.rsplit(".", 1)[-1]
         # The TrainingArguments family converts `Enum | str` fields to the enum in
         # __post_init__: a string outside the enum raises there.
-        converts = cls in CONFIG_CLASSES
+        converts = cls in CONFIG_CLASSES or is_yaml_call(p.call)  # (yaml_api keeps only such choices)
         choices = {name: (values, any_str) for name, values, any_str in p.signature.choices}
         for kw in p.call.keywords:
             if kw.name not in choices or not kw.value.known or not isinstance(kw.value.value, str):
@@ -188,9 +205,14 @@ def check_values(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hi
             if close and kw.value.via is None:
                 fix = Fix(title=f"use {close[0]!r}", edits=(Edit(span=kw.value.span, new_text=repr(close[0])),))
             shown = ", ".join(repr(v) for v in values[:8]) + (", ..." if len(values) > 8 else "")
+            if is_yaml_call(p.call):
+                message = (f"{p.call.written}: {kw.name}: {kw.value.text}: {_installed(p)} accepts {shown} for "
+                           f"{kw.name}{hint}; the run stops on it before training starts")
+            else:
+                message = (f"{p.call.written}({kw.name}={kw.value.text}): {_installed(p)} {cls} accepts {shown} "
+                           f"for {kw.name}{hint}; the call raises ValueError before training starts")
             yield Hit(
-                message=(f"{p.call.written}({kw.name}={kw.value.text}): {_installed(p)} {cls} accepts {shown} for "
-                         f"{kw.name}{hint}; the call raises ValueError before training starts"),
+                message=message,
                 evidence={"keyword": kw.name, "value": kw.value.value, "class": p.signature.qualname,
                           "library": p.signature.library, "version": p.signature.version,
                           "closest": close[0] if close else ""},

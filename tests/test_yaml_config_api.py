@@ -1,0 +1,226 @@
+"""A LLaMA-Factory training YAML against the installed llamafactory's argument classes.
+
+`env --entrypoint config.yaml` binds each top-level key to the fields of the five classes
+LLaMA-Factory's parser reads a training config into, in the probe child of the run's
+interpreter. Each case is first run through LLaMA-Factory's own parser (in a child of this
+interpreter: its HfArgumentParser over those classes, the YAML loaded as
+`llamafactory-cli train` loads it), which proves the config really is refused there, or
+really accepted."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import stat
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from trainproof_lsp.core.model import Span
+from trainproof_lsp.readers.yaml_api import read_yaml_config
+
+KEYWORD = "TP-SCRIPT-API-UNKNOWN-KEYWORD"
+VALUE = "TP-SCRIPT-API-BAD-VALUE"
+
+GOOD = """\
+### model
+model_name_or_path: Qwen/Qwen2.5-0.5B
+
+### method
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_target: all
+lora_rank: 8
+
+### dataset
+dataset: alpaca_en_demo
+template: qwen
+cutoff_len: 1024
+
+### output
+output_dir: saves/qwen-lora   # where the adapter goes
+eval_strategy: "steps"
+"""
+# line 9 (0-based 8): a misspelt key; line 7 (0-based 6): a fine-tuning method that does not exist
+BAD_KEY = GOOD.replace("lora_rank: 8", "lora_rnak: 8")
+BAD_VALUE = GOOD.replace("finetuning_type: lora", "finetuning_type: lroa")
+BAD = BAD_KEY.replace("finetuning_type: lora", "finetuning_type: lroa")
+
+# LLaMA-Factory's own reading of a config file (hparams/parser.py read_args + _parse_train_args),
+# each file in turn: "ok", or the exception it raised.
+_LF_PARSE = """
+import json, sys
+results = {}
+for path in sys.argv[1:]:
+    sys.argv = ["llamafactory-cli", path]
+    from llamafactory.hparams.parser import _parse_train_args
+    try:
+        _parse_train_args()
+        results[path] = "ok"
+    except BaseException as e:
+        results[path] = type(e).__name__ + ": " + str(e)
+print("RESULTS " + json.dumps(results))
+"""
+
+
+def _importable() -> str | None:
+    for name in ("llamafactory", "omegaconf"):
+        if importlib.util.find_spec(name) is None:
+            return f"{name} is not installed (pip install --no-deps llamafactory==0.9.5 omegaconf)"
+    return None
+
+
+needs_llamafactory = pytest.mark.skipif(_importable() is not None, reason=str(_importable()))
+
+
+@pytest.fixture
+def lf_env(monkeypatch):
+    # LLaMA-Factory 0.9.5 refuses to import beside a transformers newer than it knows
+    # unless told not to check; the probe child inherits this environment, as the run would.
+    monkeypatch.setenv("DISABLE_VERSION_CHECK", "1")
+    monkeypatch.delenv("ALLOW_EXTRA_ARGS", raising=False)
+
+
+def _llamafactory_parses(*paths: Path) -> dict[str, str]:
+    env = {**os.environ, "DISABLE_VERSION_CHECK": "1"}
+    env.pop("ALLOW_EXTRA_ARGS", None)
+    done = subprocess.run([sys.executable, "-c", _LF_PARSE, *map(str, paths)], capture_output=True, text=True,
+                          env=env, cwd=paths[0].parent, timeout=600)
+    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULTS "))
+    return json.loads(line[len("RESULTS "):])
+
+
+@pytest.fixture(scope="module")
+def configs(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """The cases written once, and LLaMA-Factory's verdict on each (one import of it)."""
+    folder = tmp_path_factory.mktemp("configs")
+    for name, text in (("good.yaml", GOOD), ("bad_key.yaml", BAD_KEY), ("bad_value.yaml", BAD_VALUE),
+                       ("bad.yaml", BAD)):
+        (folder / name).write_text(text, encoding="utf-8")
+    parsed = _llamafactory_parses(folder / "good.yaml", folder / "bad_key.yaml", folder / "bad_value.yaml")
+    return folder, {Path(k).name: v for k, v in parsed.items()}
+
+
+def _env(path: Path) -> tuple[int, dict]:
+    code, out, _ = run_cli("env", "--entrypoint", str(path), "--json")
+    (report,) = json.loads(out)["reports"]
+    return code, report
+
+
+def _span(f: dict) -> tuple[int, int, int, int]:
+    r = f["location"]["range"]
+    return r["start"]["line"], r["start"]["character"], r["end"]["line"], r["end"]["character"]
+
+
+@needs_llamafactory
+def test_llamafactorys_parser_refuses_the_key_and_the_value_and_the_tool_fails_each_at_its_line(configs, lf_env):
+    tmp_path, parsed = configs
+    assert parsed["good.yaml"] == "ok"
+    assert parsed["bad_key.yaml"] == "ValueError: Some keys are not used by the HfArgumentParser: ['lora_rnak']"
+    assert parsed["bad_value.yaml"].startswith("AssertionError")
+
+    version = metadata.version("llamafactory")
+    code, report = _env(tmp_path / "bad.yaml")
+    assert code == 1 and report["verdict"] == "FAIL"
+    found = {f["id"]: f for f in report["findings"] if f["id"] in (KEYWORD, VALUE)}
+    assert sorted(found) == [VALUE, KEYWORD]
+    key = found[KEYWORD]
+    assert _span(key) == (8, 0, 8, len("lora_rnak"))
+    assert key["evidence"] == {"keyword": "lora_rnak", "class": "llamafactory.hparams (ModelArguments, DataArguments, "
+                               "TrainingArguments, FinetuningArguments, GeneratingArguments)",
+                               "library": "llamafactory", "version": version, "replacement": "lora_rank"}
+    assert key["message"].startswith(f"bad.yaml: 'lora_rnak' is no argument of llamafactory {version}'s training "
+                                     "arguments") and "(did you mean lora_rank?)" in key["message"]
+    assert key["fix"]["title"] == "rename lora_rnak to lora_rank"
+    value = found[VALUE]
+    assert _span(value) == (6, len("finetuning_type: "), 6, len("finetuning_type: lroa"))
+    assert value["evidence"]["closest"] == "lora" and value["evidence"]["value"] == "lroa"
+
+    # the rename applied to bad_key.yaml gives good.yaml, which LLaMA-Factory's parser takes
+    (edit,) = key["fix"]["edits"]
+    lines = BAD_KEY.split("\n")
+    r = edit["range"]
+    lines[r["start"]["line"]] = lines[r["start"]["line"]][:r["start"]["character"]] + edit["new_text"] + \
+        lines[r["start"]["line"]][r["end"]["character"]:]
+    assert "\n".join(lines) == GOOD
+
+
+@needs_llamafactory
+def test_a_config_llamafactory_accepts_passes_both_checks(configs, lf_env):
+    folder, parsed = configs
+    path = folder / "good.yaml"
+    assert parsed["good.yaml"] == "ok"
+    code, report = _env(path)
+    assert code == 0 and report["verdict"] == "PASS"
+    assert not [f for f in report["findings"] if f["id"] in (KEYWORD, VALUE) or f["level"] != "INFO"]
+    assert {KEYWORD, VALUE} <= set(report["checks"]["ran"])
+
+
+@needs_llamafactory
+def test_allow_extra_args_lets_llamafactory_take_any_key_and_the_tool_says_nothing_of_it(tmp_path, lf_env,
+                                                                                      monkeypatch):
+    monkeypatch.setenv("ALLOW_EXTRA_ARGS", "1")
+    path = tmp_path / "bad_key.yaml"
+    path.write_text(BAD_KEY, encoding="utf-8")
+    code, report = _env(path)
+    assert not [f for f in report["findings"] if f["id"] == KEYWORD]
+
+
+def test_without_llamafactory_in_the_runs_interpreter_the_config_is_not_checked(tmp_path, monkeypatch):
+    # an interpreter without site-packages: llamafactory cannot be imported by it
+    python = tmp_path / "python-nosite"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n', encoding="utf-8")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    path = tmp_path / "bad_key.yaml"
+    path.write_text(BAD_KEY, encoding="utf-8")
+    code, out, _ = run_cli("env", "--entrypoint", str(path), "--python", str(python), "--json")
+    (report,) = json.loads(out)["reports"]
+    assert code == 2 and report["verdict"] == "NOT-CHECKED"
+    (nc,) = [f for f in report["findings"] if f["level"] == "NOT-CHECKED"]
+    assert nc["message"].startswith("the config's keys were not checked: llamafactory's argument classes cannot be "
+                                    f"imported by {python} (ModuleNotFoundError: No module named 'llamafactory'")
+    assert not [f for f in report["findings"] if f["id"] in (KEYWORD, VALUE)]
+
+
+def test_an_axolotl_config_is_not_checked_and_says_why(tmp_path):
+    path = tmp_path / "axolotl.yml"
+    path.write_text("base_model: NousResearch/Llama-2-7b-hf\nsequence_len: 4096\nsample_packing: true\n"
+                    "datasets:\n  - path: mhenrichsen/alpaca_2k_test\n    type: alpaca\n", encoding="utf-8")
+    code, out, _ = run_cli("env", "--entrypoint", str(path), "--json")
+    (report,) = json.loads(out)["reports"]
+    assert code == 2
+    (nc,) = [f for f in report["findings"] if f["level"] == "NOT-CHECKED"]
+    assert nc["message"] == ("the config's keys were not checked: axolotl configs are not checked against a schema "
+                             "(only LLaMA-Factory's training configs are)")
+
+
+@pytest.mark.parametrize("text,kind", [
+    (GOOD, "llama-factory"),
+    ("model_name_or_path: m\nstage: sft\ndataset: d\n", "llama-factory"),
+    ("model_name_or_path: m\ndataset: d\noutput_dir: o\n", "yaml"),  # nothing only LLaMA-Factory says
+    ("base_model: m\nsequence_len: 2048\n", "axolotl"),
+    ("stage: build\n", "yaml"),  # a CI file, not a training config
+])
+def test_a_llamafactory_config_is_told_by_its_own_keys(tmp_path, text, kind):
+    path = tmp_path / "c.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert read_yaml_config(path).kind == kind
+
+
+def test_keys_values_and_their_spans_are_read_from_the_top_level_only(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text('stage: sft  # comment\n"template": \'qwen\'\nlora_target:\n  - q_proj\n  nested: 1\n'
+                    "learning_rate: 1.0e-4\nrun_name: ${oc.env:USER}\n", encoding="utf-8")
+    keys = {k.name: k for k in read_yaml_config(path).keys}
+    assert list(keys) == ["stage", "template", "lora_target", "learning_rate", "run_name"]
+    assert keys["stage"].value.value == "sft" and keys["stage"].value.span == Span(0, 7, 0, 10)
+    assert keys["template"].name_span == Span(1, 1, 1, 9) and keys["template"].value.value == "qwen"
+    assert keys["lora_target"].value.known is False  # a block below it
+    assert keys["learning_rate"].value.value == 1.0e-4
+    assert keys["run_name"].value.known is False  # an OmegaConf interpolation

@@ -1,0 +1,212 @@
+"""A LLaMA-Factory training YAML against the argument classes its installed version parses.
+
+`llamafactory-cli train config.yaml` loads the YAML into a dict and hands it to
+transformers' HfArgumentParser over five dataclasses (llamafactory.hparams: ModelArguments,
+DataArguments, TrainingArguments, FinetuningArguments, GeneratingArguments), which refuses
+any key none of them has ("Some keys are not used by the HfArgumentParser") before a model
+is loaded. `env --entrypoint config.yaml` reads the YAML's top-level keys here (their
+lines and literal values) and has the signature probe child (import_probe_child.py, the
+one that reads a script's library classes) read those five classes' fields in the run's
+interpreter: never called, nothing from the workspace imported, llamafactory never
+imported in this process. The five signatures are merged into one (a key binds when any
+class has it), so rules/script_api.py judges the YAML's keys as it judges a call's.
+
+Shape read (LLaMA-Factory's example configs are flat):
+
+    ### model                          <- comments and blank lines skipped
+    model_name_or_path: Qwen/Qwen2.5-0.5B
+    stage: sft                         <- key at column 0, `: `, a scalar
+    lora_target: all
+    eval_strategy: "steps"             <- quoted scalars unquoted
+
+Indented lines (nested blocks, list items) are values of the key above them, not keys.
+
+Not checked: axolotl configs (a pydantic schema, and a package with GPU-only dependencies
+that is not installed beside this project), and keys given on the command line after the
+file (`llamafactory-cli train config.yaml key=value`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.caps import not_regular
+from ..core.model import ReadError, Span
+from .envcheck import ApiProbe, EnvFacts, PythonUnusable, Signature, run_items
+from .script import ApiCall, ApiKeyword, Value
+
+MODULE = "llamafactory.hparams"
+# The classes `get_train_args` parses a training config into (llamafactory/hparams/parser.py
+# _TRAIN_ARGS), in its order.
+CLASSES = ("ModelArguments", "DataArguments", "TrainingArguments", "FinetuningArguments", "GeneratingArguments")
+ATTR = "+".join(CLASSES)  # the merged "class" a YAML config is bound to (rules/script_api.py)
+# Of these, the class that converts its Enum | str fields on construction (transformers'
+# TrainingArguments, which LLaMA-Factory's subclasses): a string outside the Enum raises
+# there. LLaMA-Factory's own classes may take any string where the annotation says str too.
+CONVERTS = "TrainingArguments"
+
+# A YAML config is a few kilobytes; past this it is not a training config.
+MAX_BYTES = 1 << 20
+
+# Keys only LLaMA-Factory's configs use (its own argument names), and keys every HF run
+# config has. One of the first and three in all make a LLaMA-Factory training config;
+# axolotl's own keys (base_model, datasets, sequence_len) make it not one.
+_OWN = frozenset({"stage", "finetuning_type", "template", "cutoff_len", "lora_target", "dataset_dir"})
+_COMMON = frozenset({"model_name_or_path", "dataset", "output_dir", "do_train", "per_device_train_batch_size"})
+_AXOLOTL = frozenset({"base_model", "datasets", "sequence_len", "micro_batch_size", "sample_packing"})
+
+_KEY = re.compile(r"^(?P<q>['\"]?)(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)(?P=q)\s*:(?:\s+|$)(?P<rest>.*)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class YamlConfig:
+    path: str
+    keys: tuple[ApiKeyword, ...]  # top-level keys, in file order, with their lines
+    kind: str  # "llama-factory" | "axolotl" | "yaml"
+
+
+def read_yaml_config(path: Path, data: bytes | None = None) -> YamlConfig:
+    """The top-level keys of a YAML config, with their literal values. ReadError when the
+    file cannot be read or is not UTF-8 text."""
+    if data is None:
+        irregular = not_regular(path)
+        if irregular:
+            raise ReadError(f"{path}: {irregular}")
+        try:
+            with open(path, "rb") as f:
+                data = f.read(MAX_BYTES + 1)
+        except OSError as e:
+            raise ReadError(f"{path}: cannot read ({e.strerror or e})") from None
+    if len(data) > MAX_BYTES:
+        raise ReadError(f"{path}: over {MAX_BYTES >> 20} MiB, not a training config")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ReadError(f"{path}: not UTF-8 text") from None
+    keys: list[ApiKeyword] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(text.splitlines()):
+        line = raw.rstrip()
+        if not line or line[0] in " \t#-" or line.startswith(("---", "...")):
+            continue
+        m = _KEY.match(line)
+        if m is None or m.group("key") in seen:
+            continue
+        seen.add(m.group("key"))
+        start = m.start("key")
+        rest = m.group("rest")
+        value_text = _without_comment(rest)
+        vstart = m.start("rest")
+        value = _scalar(value_text)
+        keys.append(ApiKeyword(
+            name=m.group("key"), name_span=Span(i, start, i, start + len(m.group("key"))),
+            value=Value(known=value is not _UNKNOWN, value=None if value is _UNKNOWN else value,
+                        span=Span(i, vstart, i, vstart + len(value_text)), text=value_text)))
+    names = {k.name for k in keys}
+    kind = "axolotl" if names & _AXOLOTL and not names & _OWN else \
+        "llama-factory" if names & _OWN and len(names & (_OWN | _COMMON)) >= 3 else "yaml"
+    return YamlConfig(path=str(path), keys=tuple(keys), kind=kind)
+
+
+_UNKNOWN = object()
+
+
+def _without_comment(rest: str) -> str:
+    if rest and rest[0] in "'\"":
+        end = rest.find(rest[0], 1)
+        return rest[:end + 1] if end > 0 else rest.strip()
+    return rest.split(" #", 1)[0].strip()
+
+
+def _scalar(text: str) -> Any:
+    """A plain or quoted YAML scalar; _UNKNOWN for anything else (a block, a flow
+    collection, an anchor, an OmegaConf interpolation)."""
+    if not text or text[0] in "[{&*!|>" or "${" in text:
+        return _UNKNOWN
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("null", "~"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _enabled(name: str) -> bool:
+    # LLaMA-Factory's is_env_enabled: the variable set to one of these turns the feature on
+    return os.environ.get(name, "0").lower() in ("true", "y", "1")
+
+
+def collect_yaml(facts: EnvFacts, config_path: Path, shown: str, python: str, timeout: float,
+                 forbid: tuple[str, ...]) -> EnvFacts:
+    """`env` on a YAML training config: its keys against the installed LLaMA-Factory's
+    argument classes, read in the probe child. `api_error` says why they were not."""
+    try:
+        config = read_yaml_config(config_path)
+    except ReadError as e:
+        return dataclasses.replace(facts, entry_error=str(e))
+    if config.kind == "axolotl":
+        return dataclasses.replace(facts, api_error="axolotl configs are not checked against a schema "
+                                                    "(only LLaMA-Factory's training configs are)")
+    if config.kind != "llama-factory":
+        return dataclasses.replace(facts, api_error=f"{shown} is not a LLaMA-Factory training config (none of "
+                                                    f"{', '.join(sorted(_OWN))} with two more of its keys)")
+    strings = sorted(k.name for k in config.keys if k.value.known and isinstance(k.value.value, str))
+    items = [{"id": i, "kind": "signature", "module": MODULE, "attr": cls, "strings": strings}
+             for i, cls in enumerate(CLASSES)]
+    if os.sep in python or (os.altsep and os.altsep in python):
+        python = os.path.abspath(python)  # the child starts in another folder
+    with tempfile.TemporaryDirectory(prefix="trainproof-signatures-") as empty:
+        try:
+            results, version = run_items(python, empty, empty, items, timeout, forbid=forbid)
+        except PythonUnusable as e:
+            return dataclasses.replace(facts, python_error=str(e))
+    facts = dataclasses.replace(facts, python_version=version or facts.python_version)
+    failed = [results.get(i, {"kind": "exception", "message": "no result"}) for i in range(len(CLASSES))
+              if not results.get(i, {}).get("ok")]
+    if failed:
+        r = failed[0]
+        message = " ".join(str(r.get("message", "")).split())[:300]  # one line: the report's reason
+        why = f"{r.get('type') or r.get('kind', 'exception')}: {message}"
+        return dataclasses.replace(facts, api_error=f"llamafactory's argument classes cannot be imported by {python} "
+                                                    f"({why})")
+    params: list[str] = []
+    choices: list[tuple[str, tuple[str, ...], bool]] = []
+    for i, cls in enumerate(CLASSES):
+        r = results[i]
+        params.extend(str(p) for p in r.get("params", ()) if p not in params)
+        for key, v in (r.get("choices") or {}).items():
+            any_str = bool(v.get("any_str"))
+            if any_str and cls != CONVERTS:
+                continue  # the class keeps any string: not judged
+            if all(c[0] != key for c in choices):
+                choices.append((str(key), tuple(str(x) for x in v.get("values", ())), any_str))
+    signature = Signature(
+        outcome="ok", library="llamafactory", version=str(results[0].get("version", "") or ""),
+        qualname=f"{MODULE} ({', '.join(CLASSES)})", params=tuple(params),
+        # LLaMA-Factory takes any key when ALLOW_EXTRA_ARGS is on (the child's environment is this one)
+        var_keyword=_enabled("ALLOW_EXTRA_ARGS"), choices=tuple(sorted(choices)))
+    call = ApiCall(written=Path(shown).name, module=MODULE, attr=ATTR, span=Span(0, 0, 0, 0), keywords=config.keys)
+    return dataclasses.replace(facts, api=(ApiProbe(call=call, path=shown, signature=signature),))
+
+
+def is_yaml_call(call: ApiCall) -> bool:
+    """A YAML config bound to LLaMA-Factory's argument classes (not a script's call)."""
+    return call.module == MODULE and call.attr == ATTR
+
+
+__all__ = ["YamlConfig", "read_yaml_config", "collect_yaml", "is_yaml_call", "MODULE", "CLASSES"]
