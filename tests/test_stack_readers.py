@@ -276,3 +276,44 @@ def test_the_stacks_logs_give_their_planned_steps(tmp_path, lf_runs, swift_runs)
     assert read_run(sw, detect(sw, sw.read_bytes())).meta.max_steps == 5 * N
     odd = write_jsonl(tmp_path, [{"global_step/max_steps": "5/x", "loss": 1.0}] * 3, "logging2.jsonl")
     assert read_run(odd, detect(odd, odd.read_bytes())).meta.max_steps is None
+
+
+# --- what the stacks save of their arguments ---------------------------------------------
+
+def test_a_swift_classifiers_args_json_gives_its_classes(tmp_path):
+    """ms-swift's args.json (BaseArguments.save_args) names num_labels for a seq_cls run:
+    the loss bound is ln(3), not a vocabulary's; a language model's names no size."""
+    from trainproof_lsp.judge.engine import read_run
+
+    runs = write_with("swift", tmp_path, {
+        "cls": {"losses": healthy(), "args": {"task_type": "seq_cls", "num_labels": 3, "max_steps": 5 * N}},
+        "lm": {"losses": healthy(), "args": {"task_type": "causal_lm", "num_labels": None, "max_steps": 5 * N}}})
+    for name, want in (("cls", 3), ("lm", None)):
+        assert json.loads((runs / name / "args.json").read_text(encoding="utf-8"))["task_type"] in ("seq_cls", "causal_lm")
+        log = runs / name / "logging.jsonl"
+        meta = read_run(log, detect(log, log.read_bytes())).meta
+        assert meta.vocab_size == want, name
+        assert meta.vocab_source == (str(runs / name / "args.json") if want else None)
+
+
+def test_a_torchtune_config_above_its_logs_folder_gives_its_classes(tmp_path):
+    """torchtune's save_config writes torchtune_config.yaml in output_dir; DiskLogger logs
+    to output_dir/logs as the recipes set it."""
+    from trainproof_lsp.judge.engine import read_run
+
+    config = {"model": {"_component_": "torchtune.models.llama3_2.llama3_2_1b", "num_classes": 4},
+              "dtype": "bf16", "max_steps_per_epoch": 10}
+    runs = write_with("torchtune", tmp_path, {"cls": {"losses": healthy(), "config": config, "log_dir": "logs"}})
+    (log,) = (runs / "cls" / "logs").glob("log_*.txt")
+    assert "num_classes: 4" in (runs / "cls" / "torchtune_config.yaml").read_text(encoding="utf-8")
+    meta = read_run(log, detect(log, log.read_bytes())).meta
+    assert meta.vocab_size == 4 and meta.vocab_source == str(runs / "cls" / "torchtune_config.yaml")
+
+
+@pytest.mark.parametrize("text", ['{"task_type": "seq_cls", "num_labels": true}', '{"task_type": "seq_cls", "num_labels": 1}',
+                                  '["seq_cls", 3]', '{"task_type": "seq_cls", "num_labels": 3', '{"num_labels": 3}'])
+def test_an_args_json_that_names_no_classifier_gives_none(tmp_path, text):
+    from trainproof_lsp.readers.adjacent import classes_from_swift_args
+
+    (tmp_path / "args.json").write_text(text, encoding="utf-8")
+    assert classes_from_swift_args(tmp_path / "args.json") is None

@@ -83,16 +83,18 @@ FORMATS: tuple[Format, ...] = (
            about="LLaMA-Factory `trainer_log.jsonl` (`current_steps` is the step; `loss`, `eval_loss`, "
                  "`lr`/`learning_rate`, `epoch`, `throughput`); with the folder's `trainer_state.json` "
                  "it is one run. `all_results.json`/`train_results.json` are the run's summary: passed over",
-           tested="LLaMA-Factory's LogCallback when installed (the `writers` extra), else rows in its `on_log` shape"),
+           tested="LLaMA-Factory 0.9.5's LogCallback (`make setup`: .venv/writers)"),
     Format(kind="metrics", name="swift-log",
            about="ms-swift `logging.jsonl` (`global_step/max_steps` \"N/M\" is the step; `loss`, "
                  "`eval_loss`, `learning_rate`, `grad_norm`, `train_speed(iter/s)` or `train_speed(s/it)`, "
-                 "`epoch`; `memory(GiB)` not read)",
-           tested="rows in ms-swift 3's `trainers/patcher.py` shape, checked against its source when installed"),
+                 "`epoch`; `memory(GiB)` not read); `num_labels` of a `seq_cls` run from the folder's `args.json`",
+           tested="ms-swift 4.6.0's ProgressCallbackNew and save_args (`make setup`: .venv/writers); "
+                  "older releases' `train_speed(iter/s)` rows in their shape"),
     Format(kind="metrics", name="torchtune-log",
            about="torchtune DiskLogger text log (`log_<time>.txt`, lines `Step N | loss:… lr:…`; "
-                 "`tokens_per_second_per_gpu` is the throughput, `grad_norm` read; memory not read)",
-           tested="lines in DiskLogger's shape, checked against torchtune's source when installed"),
+                 "`tokens_per_second_per_gpu` is the throughput, `grad_norm` read; memory not read); "
+                 "`num_classes`/`vocab_size` from `torchtune_config.yaml` beside it or above its `logs/`",
+           tested="torchtune 0.6.1's DiskLogger and save_config (`make setup`: .venv/writers)"),
     # Training stdout captured to a file: `.out` here (nohup.out, slurm-<job>.out), `.log`
     # and `.txt` by the Coqui row above (watched there). Read as one when its name is
     # nohup.out or slurm-*.out or its first bytes hold a line the reader reads
@@ -106,8 +108,8 @@ FORMATS: tuple[Format, ...] = (
                  "`OVERFLOW! … Attempted loss scale: X, reducing to Y` and `Current loss scale already at minimum`; "
                  "other lines counted and passed over. Not read: HF `train_runtime` summaries, nanoGPT's train-loss "
                  "estimate on `step` lines, Megatron's skipped/nan iteration counts",
-           tested="transformers 5.25 Trainer's printed dicts; Megatron-LM, nanoGPT and DeepSpeed lines in their "
-                  "writers' f-string shapes"),
+           tested="transformers 5.25 Trainer's printed dicts; DeepSpeed 0.19.8's DynamicLossScaler through its "
+                  "logger (`make setup`: .venv/writers); Megatron-LM and nanoGPT lines in their writers' f-string shapes"),
     # W&B offline runs: a binary record log the SDK appends to while the run trains.
     Format(kind="metrics", name="wandb-offline", suffixes=(".wandb",), watched=True,
            about="W&B run file (`wandb/offline-run-*/run-<id>.wandb` of `wandb.init(mode=\"offline\")`, and the "
@@ -381,7 +383,10 @@ def markdown() -> str:
         "",
         "**Not read yet**: W&B chart-panel CSV exports (`Step`, `<run> - train/loss`, `__MIN`/`__MAX` "
         "columns); Comet, Neptune, ClearML and Aim offline stores; DeepSpeed's `csv_monitor` files (one file a "
-        "metric). Point `--column loss=NAME` at a table whose loss column the readers do not know.",
+        "metric); LLaMA-Factory's `training_args.yaml` (it names no class or vocabulary count); planned steps and "
+        "precision from the stacks' saved arguments (`args.json`, `torchtune_config.yaml`): the logs' own "
+        "N/M and `total_steps` give the planned steps. Point `--column loss=NAME` at a table whose loss column "
+        "the readers do not know.",
         "",
         f"**A run folder** (the editor offers *Doctor* on it) holds an entry named {cell(RUN_MARKER_NAMES)}, "
         f"or starting with {cell(RUN_MARKER_PREFIXES)}, or ending with {cell(RUN_MARKER_SUFFIXES)}. "

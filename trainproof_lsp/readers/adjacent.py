@@ -1,5 +1,6 @@
 """What sits beside a log and tells us about its run: checkpoint folders and the model's
-config.json or Lightning's hparams.yaml (for the number of output classes)."""
+config.json, Lightning's hparams.yaml, or a fine-tuning stack's saved arguments (ms-swift's
+args.json, torchtune's torchtune_config.yaml) for the number of output classes."""
 
 from __future__ import annotations
 
@@ -91,18 +92,42 @@ def classes_from_hparams(hparams: Path) -> int | None:
     return best[2] if best else None
 
 
+def classes_from_swift_args(args: Path) -> int | None:
+    """num_labels from ms-swift's args.json (BaseArguments.save_args: its arguments as JSON
+    in the output folder) when the run is a classifier (`task_type: seq_cls`); a language
+    model's args.json names no vocabulary size, so nothing else is taken from it."""
+    try:
+        with args.open("rb") as fh:
+            cfg = json.loads(fh.read(HPARAMS_MAX_BYTES))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(cfg, dict) or cfg.get("task_type") != "seq_cls":
+        return None
+    labels = cfg.get("num_labels")
+    return labels if isinstance(labels, int) and not isinstance(labels, bool) and labels >= 2 else None
+
+
+# Per folder, in order: the model's own config first, then what a trainer saved of its
+# arguments. torchtune's save_config writes the run's config as torchtune_config.yaml in its
+# output_dir (a classifier's `num_classes:`, a model's `vocab_size:` where the config sets
+# them): read by line like hparams.yaml. LLaMA-Factory's training_args.yaml names neither.
+_CLASS_FILES = (("config.json", classes_from_config), ("hparams.yaml", classes_from_hparams),
+                ("args.json", classes_from_swift_args), ("torchtune_config.yaml", classes_from_hparams))
+
+
 def find_num_classes(log_path: Path) -> tuple[int | None, str | None]:
-    """(classes, the file it came from) for the nearest config.json or Lightning
-    hparams.yaml, if any (config.json first in each folder)."""
-    for folder in (log_path.parent, run_root(log_path)):
-        config = folder / "config.json"
-        if config.is_file():
-            n = classes_from_config(config)
-            if n:
-                return n, str(config)
-        hparams = folder / "hparams.yaml"
-        if hparams.is_file():
-            n = classes_from_hparams(hparams)
-            if n:
-                return n, str(hparams)
+    """(classes, the file it came from) for the nearest config.json, Lightning hparams.yaml,
+    ms-swift args.json or torchtune torchtune_config.yaml, if any (in that order in each
+    folder; the log's own folder, then its run root, then the output_dir above a `logs/`)."""
+    folders = [log_path.parent, run_root(log_path)]
+    if log_path.parent.name == "logs":
+        # torchtune's recipes log to ${output_dir}/logs and save their config in output_dir
+        folders.append(log_path.parent.parent)
+    for folder in folders:
+        for name, read in _CLASS_FILES:
+            path = folder / name
+            if path.is_file():
+                n = read(path)
+                if n:
+                    return n, str(path)
     return None, None
