@@ -2,6 +2,8 @@
 
     python benchmarks/bench_token_map.py [--rows 1000000] [--peer-rows 20000] [--format chat|text] [--keep]
 
+(`--rows 20000` for a run of a minute or two.)
+
 Generates a chat JSONL file (default 1M rows, two to four turns each) and a byte-level BPE
 tokenizer folder with a chat template that marks the assistant turn with
 {% generation %} (both made here, in a temporary folder deleted afterwards), then runs
@@ -14,8 +16,11 @@ each contender in its own subprocess and reports rows/s and peak RSS (ru_maxrss)
   build the same masks — on the first `--peer-rows` rows (its rate is per row, so a
   sample measures it; it is not run on the whole file).
 
-Rendering the chat template happens in the map's bounded child process (one per file),
-so the all-cores figure speeds up the encoding (encode_batch) but not the rendering.
+Rendering the chat template happens in the map's bounded child processes (one per core),
+while the map's own thread masks and counts the batch before (see readers/token_map.py).
+Each contender's peak RSS is its process's; "+ child" is the largest render child's (the
+map runs one per core). "CPU us/row" is the timed part's CPU, the process's and its children's:
+on a loaded machine it is the steadier measure; the rates and their ratios come from the same run.
 """
 
 from __future__ import annotations
@@ -89,11 +94,18 @@ def child_map(path: str, tokdir: str, rows: int) -> dict[str, float]:
     from trainproof_lsp.readers import token_map as tm
 
     tok = tm.load_run_tokenizer(tokdir)
-    start = time.perf_counter()
+    cpu, start = _cpu(), time.perf_counter()
     text = "text" in Path(path).name
     m = tm.map_tokens(path, tok, tm.Masking(max_len=MAX_LEN, assistant_only=not text), lines=rows, records=rows)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "rows": m.rows, "trained": float(sum(m.trained))}
+    return {"seconds": seconds, "rows": m.rows, "trained": float(sum(m.trained)), "cpu_seconds": _cpu() - cpu}
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (the map's render children
+    are reaped before map_tokens returns): the timed part is the difference."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def child_peer(path: str, tokdir: str, rows: int) -> dict[str, float]:
@@ -102,7 +114,7 @@ def child_peer(path: str, tokdir: str, rows: int) -> dict[str, float]:
     tok = AutoTokenizer.from_pretrained(tokdir)
     with open(path, encoding="utf-8") as f:
         rows_read = [json.loads(next(f)) for _ in range(rows)]
-    start = time.perf_counter()
+    cpu, start = _cpu(), time.perf_counter()
     trained = 0
     for row in rows_read:
         if "text" in row:  # what TRL runs per text row: the tokenizer's call on text + EOS
@@ -112,7 +124,7 @@ def child_peer(path: str, tokdir: str, rows: int) -> dict[str, float]:
                                       return_assistant_tokens_mask=True)
         trained += sum(out["assistant_masks"][:MAX_LEN])
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "rows": rows, "trained": float(trained)}
+    return {"seconds": seconds, "rows": rows, "trained": float(trained), "cpu_seconds": _cpu() - cpu}
 
 
 def run_child(name: str, path: Path, tokdir: Path, rows: int, *, one_core: bool) -> dict[str, float]:
@@ -146,7 +158,9 @@ def main() -> None:
         if args.pin and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
         result = (child_map if name == "map" else child_peer)(path, tokdir, int(rows))
-        result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        result["peak_rss_mib"] = own.ru_maxrss / 1024  # KiB on Linux
+        result["child_rss_mib"] = kids.ru_maxrss / 1024  # the largest render child (0: none)
         print(json.dumps(result))
         return
     work = Path(tempfile.mkdtemp(prefix="bench-token-map-"))
@@ -164,14 +178,20 @@ def main() -> None:
         peer_rows = min(args.peer_rows, args.rows)
         peer = run_child("peer", data, tokdir, peer_rows, one_core=True)
         rate = {k: v["rows"] / v["seconds"] for k, v in (("one", one), ("all", every), ("peer", peer))}
-        print(f"{'contender':<52} {'rows/s':>10} {'seconds':>9} {'peak RSS MiB':>13}")
+        cpu = {k: v["cpu_seconds"] / v["rows"] * 1e6 for k, v in (("one", one), ("all", every), ("peer", peer))}
+        if peer_rows < args.rows:
+            print(f"the peer is measured on the first {peer_rows:,} rows of the same file (its cost is per row; "
+                  f"--peer-rows sets how many)")
+        print(f"{'contender':<52} {'rows/s':>9} {'seconds':>9} {'CPU us/row':>11} {'peak RSS MiB':>13} {'+ child':>8}")
         for label, r, k in (("trainproof-lsp map_tokens, one core", one, "one"),
                             ("trainproof-lsp map_tokens, all cores", every, "all"),
                             (f"transformers {'apply_chat_template' if args.format == 'chat' else 'tokenizer'} per row "
                              f"({peer_rows:,} rows)", peer, "peer")):
-            print(f"{label:<52} {rate[k]:>10,.0f} {r['seconds']:>9.2f} {r['peak_rss_mib']:>13.0f}")
-        print(f"ratios: map one core / peer = {rate['one'] / rate['peer']:.2f}x; "
+            print(f"{label:<52} {rate[k]:>9,.0f} {r['seconds']:>9.1f} {cpu[k]:>11.0f} {r['peak_rss_mib']:>13.0f} "
+                  f"{r['child_rss_mib']:>8.0f}")
+        print(f"ratios (rows/s): map one core / peer = {rate['one'] / rate['peer']:.2f}x; "
               f"map all cores / peer = {rate['all'] / rate['peer']:.2f}x; all / one core = {rate['all'] / rate['one']:.2f}x")
+        print(f"CPU per row (process and its render children): peer / map one core = {cpu['peer'] / cpu['one']:.2f}x")
         if one["trained"] != every["trained"]:
             raise SystemExit("one core and all cores disagree on the trained tokens")
     finally:

@@ -138,15 +138,16 @@ class Renderer:
         """As render_many, each text with the [start, end) character spans of its
         {% generation %} blocks: () without any, None when not asked for (`spans=False`)
         or when the markers could not be told from the row's own text."""
-        given = [([dict(m) for m in messages], gen) for messages, gen in items]
+        given = [([m if type(m) is dict else dict(m) for m in messages], gen) for messages, gen in items]
         if not given:
             return []
         proc = self._started()
+        floor = _reply_cap(())  # every answer may take this much; a long row's own cap is counted past it
         try:
             self._send(proc.stdin, {"renders": [{"messages": m, "add_generation_prompt": g} for m, g in given]})
             out: list[tuple[str, tuple[tuple[int, int], ...] | None] | TemplateRejected] = []
             for messages, _ in given:
-                answer = self._answer(MAX_WALL_SECONDS, _reply_cap(messages))
+                answer = self._answer(MAX_WALL_SECONDS, floor, messages)
                 if "text" in answer:
                     out.append((str(answer["text"]), _spans(answer.get("spans"))))
                 elif "rejected" in answer:
@@ -201,8 +202,10 @@ class Renderer:
         except OSError:  # the child is gone (BrokenPipeError): why is in its exit status
             raise TemplateUnusable(self._ended()) from None
 
-    def _answer(self, seconds: float, cap: int) -> dict[str, Any]:
-        """The child's next line, within `seconds` of wall-clock time and `cap` bytes."""
+    def _answer(self, seconds: float, cap: int, messages: Sequence[Mapping[str, Any]] | None = None
+                ) -> dict[str, Any]:
+        """The child's next line, within `seconds` of wall-clock time and `cap` bytes (or
+        the render of `messages`' own cap when larger: counted only when needed)."""
         proc = self._proc
         assert proc is not None and proc.stdout is not None
         fd = proc.stdout.fileno()
@@ -210,6 +213,8 @@ class Renderer:
         start = 0
         while (end := self._buf.find(b"\n", start)) < 0:
             start = len(self._buf)
+            if len(self._buf) > cap and messages is not None:
+                cap, messages = max(cap, _reply_cap(messages)), None
             if len(self._buf) > cap:
                 self._killed = True
                 raise TemplateUnusable(f"the chat template render wrote more than {cap} bytes")

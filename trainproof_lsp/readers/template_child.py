@@ -41,7 +41,9 @@ import json
 import math
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -324,8 +326,43 @@ def compile_template(template: str) -> Any:
     return compiled
 
 
-class _OutOfTime(Exception):
-    pass
+class _OutOfTime(BaseException):
+    """A render past MAX_SECONDS (a BaseException: no `except Exception` on the way out
+    catches it)."""
+
+
+class _Alarm:
+    """The render's time bound as a timer signal, in the child (see use_alarm)."""
+
+    installed = False
+    armed = False  # a render is running: the signal stops it
+
+
+# Once a render is past MAX_SECONDS, the timer signal comes again every this many seconds
+# until it lands in the template's own code (see _on_alarm).
+ALARM_RETRY_SECONDS = 0.01
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    # Raised only in the frames of the template's compiled code (jinja names their file
+    # "<template>"), where the line trace raised it too: never in the middle of jinja's
+    # runtime or of the sandbox's own checks. Elsewhere the next signal tries again.
+    if _Alarm.armed and frame is not None and frame.f_code.co_filename == "<template>":
+        _Alarm.armed = False
+        raise _OutOfTime()
+
+
+def use_alarm() -> bool:
+    """Bound each render's time with SIGALRM instead of the line trace: the same bound
+    at the same places (the template's own frames, between two of their bytecodes),
+    where the trace put a Python call on every line and every call of the render (two
+    thirds of its time). Only where signals reach: the main thread of a process with
+    setitimer (the child; not Windows); elsewhere the trace stays."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return False
+    signal.signal(signal.SIGALRM, _on_alarm)
+    _Alarm.installed = True
+    return True
 
 
 def render_sandboxed(compiled: Any, messages: Sequence[Mapping[str, Any]], variables: Mapping[str, Any],
@@ -344,9 +381,10 @@ def render_sandboxed(compiled: Any, messages: Sequence[Mapping[str, Any]], varia
     names.update(messages=[dict(m) for m in messages], add_generation_prompt=add_generation_prompt)
     deadline = time.monotonic() + MAX_SECONDS
 
-    # Jinja compiles a template to Python code whose frames carry the file name
-    # "<template>": a line-level trace on those frames (and only those) stops a template
-    # that loops without writing anything, which an output-size bound alone would not.
+    # A template that loops without writing anything is stopped by time, which an
+    # output-size bound alone would not do: by SIGALRM in the child (use_alarm), else by
+    # a line-level trace on the frames of the template's compiled code (jinja gives them
+    # the file name "<template>"), and only those.
     def local(frame: Any, event: str, arg: Any) -> Any:
         if time.monotonic() > deadline:
             raise _OutOfTime()
@@ -355,16 +393,30 @@ def render_sandboxed(compiled: Any, messages: Sequence[Mapping[str, Any]], varia
     def calls(frame: Any, event: str, arg: Any) -> Any:
         return local if frame.f_code.co_filename == "<template>" else None
 
+    alarm = _Alarm.installed
     previous = sys.gettrace()
-    sys.settrace(calls)
     out: list[str] = []
     size = 0
     try:
-        for chunk in compiled.generate(**names):
-            size += len(chunk)
-            if size > _bounds.value_chars:
-                raise TemplateUnusable(f"the chat template wrote more than {_bounds.value_chars} characters")
-            out.append(chunk)
+        if alarm:
+            _Alarm.armed = True
+            signal.setitimer(signal.ITIMER_REAL, MAX_SECONDS, ALARM_RETRY_SECONDS)
+        else:
+            sys.settrace(calls)
+        try:
+            # (Template.generate less its wrapper: the same code, the same exceptions)
+            for chunk in compiled.root_render_func(compiled.new_context(names)):
+                size += len(chunk)
+                if size > _bounds.value_chars:
+                    raise TemplateUnusable(f"the chat template wrote more than {_bounds.value_chars} characters")
+                out.append(chunk)
+        finally:
+            # (a signal due right here still lands in the `except _OutOfTime` below)
+            if alarm:
+                _Alarm.armed = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            else:
+                sys.settrace(previous)
     except _OutOfTime:
         raise TemplateUnusable(f"the chat template did not finish rendering within {MAX_SECONDS:g} s") from None
     except (TemplateRejected, TemplateUnusable):
@@ -379,8 +431,6 @@ def render_sandboxed(compiled: Any, messages: Sequence[Mapping[str, Any]], varia
         raise TemplateUnusable(OUT_OF_MEMORY) from None
     except Exception as e:  # the template's own code failed on the conversation (a KeyError, a TypeError...)
         raise TemplateRejected(f"{type(e).__name__}: {one_line(e)}") from None
-    finally:
-        sys.settrace(previous)
     return "".join(out)
 
 
@@ -460,16 +510,26 @@ def _limit_self() -> None:
     _cpu_budget(STARTUP_CPU_SECONDS)
 
 
-def _cpu_budget(seconds: int) -> None:
-    """RLIMIT_CPU's soft limit set to at least `seconds` from now (whole seconds)."""
+_cpu_soft: list[float] = [0.0]  # the soft RLIMIT_CPU _cpu_budget set last (CPU seconds; 0: none yet)
+
+
+def _cpu_budget(seconds: int, *, renewed: bool = True) -> None:
+    """RLIMIT_CPU's soft limit set to at least `seconds` from now (whole seconds). With
+    `renewed=False` the limit is left as it is while `seconds` are still left before it
+    (fewer than seconds + 1 then: the same bound, without two system calls a render)."""
     if sys.platform == "win32":
         return
     import resource
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = usage.ru_utime + usage.ru_stime
+    if not renewed and _cpu_soft[0] - used >= seconds:
+        return
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    soft = math.ceil(usage.ru_utime + usage.ru_stime + seconds)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+    soft = math.ceil(used + seconds)
+    soft = soft if hard == resource.RLIM_INFINITY else min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    _cpu_soft[0] = soft
 
 
 def _library_path() -> None:
@@ -483,14 +543,36 @@ def _library_path() -> None:
             sys.path.append(entry)
 
 
+# Answers are written in bunches, not one write a render: a bunch goes out when it holds
+# this many bytes, when this many seconds passed since the last one went out, and at the
+# end of each request. The parent waits MAX_WALL_SECONDS (60 s) for each answer, so 50 ms
+# more is nothing to it; a write per row cost the child and the parent a system call and
+# a wake-up each for every row of a file.
+REPLY_FLUSH_BYTES = 1 << 16
+REPLY_FLUSH_SECONDS = 0.05
+
+
 def main() -> None:
     _limit_self()
     _library_path()
+    use_alarm()
     inp, out = sys.stdin.buffer, sys.stdout.buffer
+    waiting: list[bytes] = []
+    state = {"size": 0, "sent": time.monotonic()}
 
-    def reply(obj: Mapping[str, Any]) -> None:
-        out.write(json.dumps(obj).encode("ascii") + b"\n")
+    def reply(obj: Mapping[str, Any], *, now: bool = True) -> None:
+        line = json.dumps(obj).encode("ascii") + b"\n"
+        waiting.append(line)
+        state["size"] += len(line)
+        if now or state["size"] >= REPLY_FLUSH_BYTES or time.monotonic() - state["sent"] >= REPLY_FLUSH_SECONDS:
+            flush()
+
+    def flush() -> None:
+        out.write(b"".join(waiting))
         out.flush()
+        waiting.clear()
+        state["size"] = 0
+        state["sent"] = time.monotonic()
 
     first = inp.readline()
     if not first:
@@ -513,24 +595,26 @@ def main() -> None:
     spans = bool(setup.get("spans")) and not transformers
     _bounds.mark_generation = spans
     for line in inp:
+        state["sent"] = time.monotonic()
         for item in json.loads(line)["renders"]:
-            _cpu_budget(MAX_CPU_SECONDS)
+            _cpu_budget(MAX_CPU_SECONDS, renewed=False)
             try:
                 _bounds.generation_blocks = 0
                 text = renderer(item["messages"], bool(item.get("add_generation_prompt")))
                 if spans:
                     text, found = generation_spans(text, _bounds.generation_blocks)
-                    reply({"text": text, "spans": found})
+                    reply({"text": text, "spans": found}, now=False)
                     continue
-                reply({"text": text})
+                reply({"text": text}, now=False)
             except TemplateRejected as e:
-                reply({"rejected": str(e)})
+                reply({"rejected": str(e)}, now=False)
             except TemplateUnusable as e:
                 reply({"unusable": str(e)})
                 return
             except MemoryError:
                 reply({"unusable": OUT_OF_MEMORY})
                 return
+        flush()
 
 
 if __name__ == "__main__":
