@@ -323,7 +323,8 @@ def _judging(judge: Callable[[argparse.Namespace, Config], Judged],
         except Refused as e:
             return _emit(Outcome(reports=(), error=str(e)), args)
         if any(r.artefact.kind == "dataset" for r in outcome.reports):
-            from .judge.dataset_fixes import with_fixes  # the rows' text: drop a duplicate, map the fields
+            # start-up: only a dataset's report needs it (the rows' text: drop a duplicate, map the fields)
+            from .judge.dataset_fixes import with_fixes
 
             outcome = with_fixes(outcome, config)
         return _emit(outcome, args, runs)

@@ -23,6 +23,7 @@ from ..readers.common import open_regular, read_regular
 from ..readers.coqui import read_coqui_log
 from ..readers.detect import HEAD_BYTES, RESIDENTS, Detected, detect
 from ..readers.envcheck import EnvRequest, collect
+from ..readers.yaml_api import collect_config, is_config_entry
 from ..readers.lfs import FORMAT as LFS_FORMAT, KIND as LFS_KIND, pointer_size
 from ..readers.metrics import read_metrics_csv, read_metrics_json_array, read_metrics_jsonl
 from ..readers.mlflow import is_mlflow_run, read_mlflow_run
@@ -835,7 +836,8 @@ def env(request: EnvRequest, config: Config, *, checkpoint: Path | None = None,
     — with the machine's memory and disk; and the resume checkpoint's report if given.
     `shown` is the entrypoint as the user typed it (request.entrypoint is where it was
     found); `found_from_cwd` says it was found relative to --cwd only."""
-    facts = collect(request)
+    # a LLaMA-Factory YAML entrypoint: its keys against the installed classes, not imports
+    facts = collect_config(request) if is_config_entry(request.entrypoint) else collect(request)
     # An import the probe refused because it would run the entrypoint's top level: not
     # checked (without --run-entrypoint), never a failure.
     extra = [not_checked_finding(p.location.path, f"{p.module}: {p.detail}", p.location.span)

@@ -427,11 +427,6 @@ def collect(req: EnvRequest) -> EnvFacts:
         script = req.entrypoint if req.entrypoint.is_absolute() else cwd / req.entrypoint
         if not script.is_file():
             return _replace(facts, entry_error=f"{req.entrypoint}: no such file")
-        if script.suffix in (".yaml", ".yml"):  # a LLaMA-Factory training config: its keys, not imports
-            from .yaml_api import collect_yaml
-
-            return collect_yaml(facts, script, str(req.entrypoint), python, req.timeout_s,
-                                forbid=(str(cwd), str(script.parent)))
         path0 = str(script.parent)  # `python train.py` puts the script's folder first
         pkg = _package_of(script)
         if pkg is not None:

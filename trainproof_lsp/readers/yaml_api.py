@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ from typing import Any
 
 from ..core.caps import not_regular
 from ..core.model import ReadError, Span
-from .envcheck import ApiProbe, EnvFacts, PythonUnusable, Signature, run_items
+from .envcheck import ApiProbe, EnvFacts, EnvRequest, PythonUnusable, Signature, collect, run_items
 from .script import ApiCall, ApiKeyword, Value
 
 MODULE = "llamafactory.hparams"
@@ -151,6 +152,27 @@ def _enabled(name: str) -> bool:
     return os.environ.get(name, "0").lower() in ("true", "y", "1")
 
 
+def is_config_entry(entrypoint: Path | None) -> bool:
+    """`env --entrypoint` names a YAML config, not a script."""
+    return entrypoint is not None and entrypoint.suffix in (".yaml", ".yml")
+
+
+def collect_config(req: EnvRequest) -> EnvFacts:
+    """`env --entrypoint config.yaml`: the machine's measures as for a script, and the
+    config's keys against the installed LLaMA-Factory instead of the script's imports."""
+    assert req.entrypoint is not None
+    facts = collect(dataclasses.replace(req, entrypoint=None, module=None))  # memory, disk, GPUs only
+    facts = dataclasses.replace(facts, path=str(req.entrypoint), imports_requested=True)
+    cwd = req.cwd.resolve() if req.cwd is not None else Path.cwd()
+    if not cwd.is_dir():
+        return dataclasses.replace(facts, cwd_missing=True)
+    config = req.entrypoint if req.entrypoint.is_absolute() else cwd / req.entrypoint
+    if not config.is_file():
+        return dataclasses.replace(facts, entry_error=f"{req.entrypoint}: no such file")
+    return collect_yaml(facts, config, str(req.entrypoint), req.python or sys.executable, req.timeout_s,
+                        forbid=(str(cwd), str(config.parent)))
+
+
 def collect_yaml(facts: EnvFacts, config_path: Path, shown: str, python: str, timeout: float,
                  forbid: tuple[str, ...]) -> EnvFacts:
     """`env` on a YAML training config: its keys against the installed LLaMA-Factory's
@@ -209,4 +231,5 @@ def is_yaml_call(call: ApiCall) -> bool:
     return call.module == MODULE and call.attr == ATTR
 
 
-__all__ = ["YamlConfig", "read_yaml_config", "collect_yaml", "is_yaml_call", "MODULE", "CLASSES"]
+__all__ = ["YamlConfig", "read_yaml_config", "collect_config", "collect_yaml", "is_config_entry", "is_yaml_call",
+           "MODULE", "CLASSES"]

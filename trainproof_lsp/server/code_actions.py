@@ -16,6 +16,7 @@ mapping of a dataset in its own shape is an edit of the settings file the judge 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from lsprotocol import types as lsp
@@ -134,6 +135,18 @@ async def code_action(ls: Any, params: lsp.CodeActionParams) -> list[lsp.CodeAct
 _DUPLICATES = ("TP-PRE-DUPLICATE-TEXT", "TP-PRE-NEAR-DUPLICATE")
 
 
+def _client_range(span: Span, line_of: Callable[[int], "str | None"], encoding: str) -> lsp.Range:
+    """A span (code-point columns) in the client's units; a line `line_of` does not give
+    has the same columns in every unit (diagnostics.lsp_range does the same for findings)."""
+    from ..core.positions import client_column
+
+    def at(line: int, char: int) -> lsp.Position:
+        text = line_of(line)
+        return lsp.Position(line=line, character=char if text is None else client_column(text, char, encoding))
+
+    return lsp.Range(start=at(span.start_line, span.start_char), end=at(span.end_line, span.end_char))
+
+
 def _jsonl(doc: Any) -> bool:
     """A JSON Lines buffer: a JSON array's rows are not lines, so no line is dropped from it."""
     return not doc.head(4096).lstrip("\ufeff \t\r\n").startswith("[")
@@ -154,7 +167,6 @@ def _with_duplicate_fix(tp: Any, doc: Any, d: lsp.Diagnostic) -> lsp.Diagnostic:
     if str(d.code) not in _DUPLICATES or _fix_of(d) is not None:
         return d
     from ..judge.dataset_fixes import duplicate_fix
-    from .diagnostics import lsp_range
 
     evidence = _evidence(d)
     line, first = _line_no(evidence.get("line")), _line_no(evidence.get("first_line"))
@@ -166,7 +178,7 @@ def _with_duplicate_fix(tp: Any, doc: Any, d: lsp.Diagnostic) -> lsp.Diagnostic:
         return d
     encoding = tp.presentation.encoding
     data = {**(d.data if isinstance(d.data, dict) else {}),
-            "fix": to_fix_data(fix, str(doc.path), lambda p, sp: lsp_range(sp, p, tp.line_text, encoding))}
+            "fix": to_fix_data(fix, str(doc.path), lambda p, sp: _client_range(sp, doc.line, encoding))}
     return lsp.Diagnostic(range=d.range, message=d.message, severity=d.severity, code=d.code, source=d.source,
                           code_description=d.code_description, tags=d.tags,
                           related_information=d.related_information, data=data)
@@ -179,9 +191,7 @@ async def _field_action(ls: Any, doc: Any, d: lsp.Diagnostic) -> lsp.CodeAction 
     import asyncio
 
     from ..judge.dataset_fixes import MISSING_KEYS, SAMPLE_ROWS, field_fix
-    from .diagnostics import lsp_range
-    from .documents import path_to_uri
-    from .watching import workspace_roots
+    from .documents import path_to_uri, uri_to_path
 
     evidence = _evidence(d)
     line = _line_no(evidence.get("line"))
@@ -190,12 +200,15 @@ async def _field_action(ls: Any, doc: Any, d: lsp.Diagnostic) -> lsp.CodeAction 
     tp = ls.tp
     rows = [doc.line(i) for i in range(line, min(line + SAMPLE_ROWS, doc.line_count()))]
     config = await tp.configs.for_path(doc.path)
-    made = await asyncio.to_thread(field_fix, rows, doc.path, config, tuple(workspace_roots(ls)))
+    workspace = ls.workspace  # its folders (watching.workspace_roots; imported here, it would make a cycle)
+    roots = [uri_to_path(f.uri) for f in workspace.folders.values()] or \
+        ([Path(workspace.root_path)] if workspace.root_path else [])
+    made = await asyncio.to_thread(field_fix, rows, doc.path, config, tuple(roots))
     if made is None:
         return None
     target = path_to_uri(made.path)
     if made.exists:
-        r = lsp_range(made.span, str(made.path), tp.line_text, tp.presentation.encoding)
+        r = _client_range(made.span, lambda n: tp.line_text(str(made.path), n), tp.presentation.encoding)
         edit = lsp.WorkspaceEdit(changes={target: [lsp.TextEdit(range=r, new_text=made.new_text)]})
     else:  # a new settings file
         start = lsp.Position(line=0, character=0)
