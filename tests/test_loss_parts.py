@@ -16,7 +16,7 @@ import pytest
 from conftest import run_cli
 from trainproof_lsp.core.model import LOSS_PART
 from trainproof_lsp.readers.metrics import is_loss_part, map_columns, normalise_name
-from trainproof_lsp.rules.loss_parts import role
+from trainproof_lsp.rules.loss_parts import pct, role
 
 
 @pytest.mark.parametrize("names,parts", [
@@ -44,6 +44,13 @@ def test_which_columns_are_parts_of_the_loss(names, parts):
 ])
 def test_the_role_of_a_part_is_read_from_its_name(column, kind):
     assert role(column) == kind
+
+
+@pytest.mark.parametrize("change,text", [(-0.196, "-19.6%"), (0.01, "+1.0%"), (0.0, "+0.0%"),
+                                         # rounded before the sign is written: never "-0.0%"
+                                         (-0.0004, "+0.0%")])
+def test_changes_are_written_with_their_sign(change, text):
+    assert pct(change) == text
 
 
 def _vae_csv(folder: Path, *, recon_fall: float) -> Path:

@@ -449,6 +449,14 @@ def parts(*, n: int = 30, part_fall: float = 0.0, kl_fall: float = 0.98, kl: flo
                   cols={"loss_part:" + part: task, "loss_part:" + other: reg})
 
 
+def composite(n: int = 30, unlogged: tuple[float, float] = (0.0, 0.0), **named: tuple[float, float]) -> Run:
+    """A total loss made of named parts, each (level, fall) stepped at half-way, plus an
+    `unlogged` (level, fall) share that no column shows."""
+    cols = {"loss_part:" + name: stepped(n, level, fall) for name, (level, fall) in named.items()}
+    rest = stepped(n, *unlogged)
+    return run_of(loss=[sum(c[i] for c in cols.values()) + rest[i] for i in range(n)], cols=cols)
+
+
 def parts_noise(ratio: float) -> Run:
     """A recon part that falls 10%, by `ratio` of its own level noise (the wiggle solved
     for it by bisection on the rule's own measure), while the KL term collapses."""
@@ -713,12 +721,42 @@ CASES: dict[str, RuleCases] = {
                      family=('TP-LOSS-PART-STALLED',)),
                Fires(subject=lambda: parts(kl=0.1, kl_fall=0.9), hits=(Expect(message='recon_loss does not fall: 4 -> 4 (+0.0%; its level noise 0, trend z 0.0) over steps 10-300, while kl_loss (0.1 -> 0.01, -90.0%) collapses and the total loss moves 4.1 -> 4.01 (-2.2%); judged on the loss part recon_loss per logged step, points 1-30 of 30 (steps 10-300); levels are window medians at each end',
                             evidence={'part': 'recon_loss', 'part_start': 4.0, 'part_end': 4.0, 'part_fall': 0.0, 'part_noise': 0.0, 'part_trend_z': 0.0, 'total_start': 4.1, 'total_end': 4.01, 'total_fall': 0.0219512195, 'carried_by': 'kl_loss', 'points': 30}, line=29),),
+                     family=('TP-LOSS-PART-STALLED',)),
+               # five parts: a small part named neither way, a task part that falls and two
+               # regularisers pass; the rising task part is reported, carried by the part
+               # whose level fell most (not the largest or last-named one)
+               Fires(subject=lambda: composite(a_foo_loss=(0.2, 0.0), ce_loss=(2.0, 0.3), kl_loss=(3.0, 0.1 / 3),
+                                               aux_loss=(1.0, 0.98), mel_loss=(1.5, -0.01)),
+                     hits=(Expect(message='mel_loss does not fall: 1.5 -> 1.515 (+1.0%; its level noise 0, trend z 4.0) over steps 10-300, while the total loss falls 7.7 -> 6.035 (-21.6%); the fall is carried by aux_loss (1 -> 0.02, -98.0%); judged on the loss part mel_loss per logged step, points 1-30 of 30 (steps 10-300); levels are window medians at each end',
+                                  evidence={'part': 'mel_loss', 'part_start': 1.5, 'part_end': 1.515, 'part_fall': -0.01, 'part_noise': 0.0, 'part_trend_z': 3.996390945, 'total_start': 7.7, 'total_end': 6.035, 'total_fall': 0.2162337662, 'carried_by': 'aux_loss', 'points': 30}, line=29),),
+                     family=('TP-LOSS-PART-STALLED',)),
+               # the only logged part stands still while the rest of the total (unlogged) falls
+               Fires(subject=lambda: composite(unlogged=(1.0, 0.8), recon_loss=(4.0, 0.0)),
+                     hits=(Expect(message='recon_loss does not fall: 4 -> 4 (+0.0%; its level noise 0, trend z 0.0) over steps 10-300, while the total loss falls 5 -> 4.2 (-16.0%); judged on the loss part recon_loss per logged step, points 1-30 of 30 (steps 10-300); levels are window medians at each end',
+                                  evidence={'part': 'recon_loss', 'part_start': 4.0, 'part_end': 4.0, 'part_fall': 0.0, 'part_noise': 0.0, 'part_trend_z': 0.0, 'total_start': 5.0, 'total_end': 4.2, 'total_fall': 0.16, 'carried_by': None, 'points': 30}, line=29),),
+                     family=('TP-LOSS-PART-STALLED',)),
+               # ...beside a regulariser that stands still too: no part carried the fall
+               Fires(subject=lambda: composite(unlogged=(1.0, 0.8), recon_loss=(4.0, 0.0), kl_loss=(0.5, 0.0)),
+                     hits=(Expect(message='recon_loss does not fall: 4 -> 4 (+0.0%; its level noise 0, trend z 0.0) over steps 10-300, while the total loss falls 5.5 -> 4.7 (-14.5%); judged on the loss part recon_loss per logged step, points 1-30 of 30 (steps 10-300); levels are window medians at each end',
+                                  evidence={'part': 'recon_loss', 'part_start': 4.0, 'part_end': 4.0, 'part_fall': 0.0, 'part_noise': 0.0, 'part_trend_z': 0.0, 'total_start': 5.5, 'total_end': 4.7, 'total_fall': 0.1454545455, 'carried_by': None, 'points': 30}, line=29),),
+                     family=('TP-LOSS-PART-STALLED',)),
+               # a part named neither way at exactly min_share of the total carries the task
+               Fires(subject=lambda: composite(foo_loss=(1.0, 0.0), kl_loss=(9.0, 0.9)),
+                     hits=(Expect(message='foo_loss does not fall: 1 -> 1 (+0.0%; its level noise 0, trend z 0.0) over steps 10-300, while the total loss falls 10 -> 1.9 (-81.0%); the fall is carried by kl_loss (9 -> 0.9, -90.0%); judged on the loss part foo_loss per logged step, points 1-30 of 30 (steps 10-300); levels are window medians at each end',
+                                  evidence={'part': 'foo_loss', 'part_start': 1.0, 'part_end': 1.0, 'part_fall': 0.0, 'part_noise': 0.0, 'part_trend_z': 0.0, 'total_start': 10.0, 'total_end': 1.9, 'total_fall': 0.81, 'carried_by': 'kl_loss', 'points': 30}, line=29),),
                      family=('TP-LOSS-PART-STALLED',))),
         quiet=(Quiet(subject=lambda: parts(part_fall=0.3)),
                Quiet(subject=lambda: parts(part="aux_loss", other="ce_loss")),
                Quiet(subject=lambda: parts(part="gen_loss", other="disc_loss")),
                Quiet(subject=lambda: run_of(loss=healthy(30)), skip="no named parts of the loss"),
-               Quiet(subject=lambda: parts(kl=0.1, kl_fall=0.4), skip="no part of it collapses")),
+               Quiet(subject=lambda: parts(kl=0.1, kl_fall=0.4),
+                     skip="the total loss does not fall clearly (4.1 -> 4.06, -1.0%) and no part of it collapses: "
+                          "the total's own checks judge it"),
+               # a part logged as 0 throughout (a term switched off) has no level to fall from
+               Quiet(subject=lambda: composite(recon_loss=(4.0, 0.0), aux_loss=(0.0, 0.0)),
+                     skip="no part of it collapses"),
+               Quiet(subject=lambda: run_of(loss=healthy(30), cols={"loss_part:recon_loss": healthy(19)}),
+                     skip="no part of the loss has 20 finite points")),
         straddles=(straddle("max_part_fall", 0.02, lambda f: parts(part_fall=f), fire=0.019, quiet=0.021),
                    # no part collapses (the KL term falls 40%): the total's fall decides
                    straddle("min_total_fall", 0.05, lambda f: parts(kl_fall=0.4, kl=f * 4.0 / (0.4 - f)),

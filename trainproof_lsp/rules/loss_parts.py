@@ -56,7 +56,7 @@ def role(column: str) -> str:
     """"task", "regulariser", "adversarial" or "unknown", from the words of a part's name."""
     from ..readers.metrics import normalise_name
 
-    words = set(normalise_name(column).split("_")) - {"loss", "train", "training", "step"}
+    words = set(normalise_name(column).split("_"))
     if words & _ADVERSARIAL:
         return "adversarial"
     if words & _REGULARISER:
@@ -139,9 +139,9 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
             continue
         if _fell(f, limits.max_part_fall, limits):
             continue
+        # (when the total did not fall, a part that collapsed is among the others: this
+        # one did not fall, and the check above found one that did)
         others = [(o, of) for o, _, of in parts if o != name]
-        if not total_fell and not any(_fell(of, limits.collapse_fall, limits) for _, of in others):
-            continue
         carrier = max(others, key=lambda p: p[1].start - p[1].end, default=None)
         by = ""
         if carrier is not None and carrier[1].start > carrier[1].end:
