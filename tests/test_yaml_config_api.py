@@ -224,3 +224,40 @@ def test_keys_values_and_their_spans_are_read_from_the_top_level_only(tmp_path):
     assert keys["lora_target"].value.known is False  # a block below it
     assert keys["learning_rate"].value.value == 1.0e-4
     assert keys["run_name"].value.known is False  # an OmegaConf interpolation
+
+
+def test_the_rules_word_a_yaml_key_and_value_as_llamafactory_refuses_them(tmp_path):
+    """The rules over a YAML config bound to a merged signature (as collect_yaml builds it),
+    without llamafactory: the wording, the line and the fixes of the YAML branch."""
+    from trainproof_lsp.readers.envcheck import ApiProbe, EnvFacts, Signature
+    from trainproof_lsp.readers.script import ApiCall
+    from trainproof_lsp.readers.yaml_api import ATTR, MODULE
+    from trainproof_lsp.rules import Context
+    from trainproof_lsp.rules.base import NoLimits
+    from trainproof_lsp.rules.script_api import check_keywords, check_values
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD.replace("lora_target: all", "evaluation_strategy: steps"), encoding="utf-8")
+    config = read_yaml_config(path)
+    signature = Signature(outcome="ok", library="llamafactory", version="0.9.5", qualname=f"{MODULE} (...)",
+                          params=("model_name_or_path", "stage", "do_train", "finetuning_type", "lora_rank",
+                                  "dataset", "template", "cutoff_len", "output_dir", "eval_strategy"),
+                          choices=(("finetuning_type", ("lora", "oft", "freeze", "full"), False),))
+    call = ApiCall(written="bad.yaml", module=MODULE, attr=ATTR, span=Span(0, 0, 0, 0), keywords=config.keys)
+    facts = EnvFacts(path="bad.yaml", python="python3", imports_requested=True,
+                     api=(ApiProbe(call=call, path="bad.yaml", signature=signature),))
+    keys = list(check_keywords(facts, NoLimits(), Context()))
+    assert [(h.location.span.start_line, h.evidence["keyword"], h.evidence["replacement"]) for h in keys] == [
+        (7, "evaluation_strategy", "eval_strategy"), (8, "lora_rnak", "lora_rank")]
+    # transformers' rename, named; no fix, since the config gives eval_strategy already
+    assert "(renamed eval_strategy)" in keys[0].message and keys[0].fix is None
+    assert keys[1].message == ("bad.yaml: 'lora_rnak' is no argument of llamafactory 0.9.5's training arguments "
+                               "(ModelArguments, DataArguments, TrainingArguments, FinetuningArguments, "
+                               "GeneratingArguments) (did you mean lora_rank?); `llamafactory-cli train` raises "
+                               "ValueError (keys not used by the HfArgumentParser) before training starts")
+    assert keys[1].fix is not None and keys[1].fix.edits[0].span == Span(8, 0, 8, 9)
+    (value,) = check_values(facts, NoLimits(), Context())
+    assert value.message == ("bad.yaml: finetuning_type: lroa: llamafactory 0.9.5 accepts 'lora', 'oft', 'freeze', "
+                             "'full' for finetuning_type (closest: 'lora'); the run stops on it before training starts")
+    assert value.location.span == Span(6, 17, 6, 21) and value.fix is not None
+    assert value.fix.edits[0].new_text == "'lora'"
