@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from writers import REQUIRED, WRITERS_DIR
 from trainproof_lsp.core.model import Span
 from trainproof_lsp.readers.yaml_api import read_yaml_config
 
@@ -69,26 +70,56 @@ print("RESULTS " + json.dumps(results))
 """
 
 
-def _importable() -> str | None:
-    for name in ("llamafactory", "omegaconf"):
-        if importlib.util.find_spec(name) is None:
-            return f"{name} is not installed (pip install --no-deps llamafactory==0.9.5 omegaconf)"
+def _lf_path() -> list[str] | None:
+    """Where the run's interpreter finds llamafactory and omegaconf: this venv ([]), or the
+    stacks' folder of `make writers` (.venv/writers, --no-deps beside the suite's newer
+    transformers); None when neither has them."""
+    if all(importlib.util.find_spec(name) is not None for name in ("llamafactory", "omegaconf")):
+        return []
+    if all((WRITERS_DIR / name).is_dir() for name in ("llamafactory", "omegaconf")):
+        return [str(WRITERS_DIR)]
     return None
 
 
-needs_llamafactory = pytest.mark.skipif(_importable() is not None, reason=str(_importable()))
+def _lf_version() -> str:
+    path = _lf_path()
+    dists = metadata.distributions(name="llamafactory", path=path) if path else [metadata.distribution("llamafactory")]
+    return next(iter(dists)).version
+
+
+def _lf_environ() -> dict[str, str]:
+    """The environment of a run whose interpreter has llamafactory: LLaMA-Factory 0.9.5 refuses
+    to import beside a transformers newer than it knows unless told not to check."""
+    env = {"DISABLE_VERSION_CHECK": "1"}
+    path = _lf_path()
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(path + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    return env
+
+
+def _require_llamafactory() -> None:
+    if _lf_path() is None:
+        why = (f"llamafactory and omegaconf are in neither this venv nor {WRITERS_DIR} (`make writers` puts them "
+               "there)")
+        if REQUIRED:
+            pytest.fail(f"TP_WRITERS=required but {why}")
+        pytest.skip(why)
 
 
 @pytest.fixture
-def lf_env(monkeypatch):
-    # LLaMA-Factory 0.9.5 refuses to import beside a transformers newer than it knows
-    # unless told not to check; the probe child inherits this environment, as the run would.
-    monkeypatch.setenv("DISABLE_VERSION_CHECK", "1")
+def lf_env(monkeypatch, tmp_path_factory):
+    _require_llamafactory()
+    # the probe child inherits this environment, as the run would; from a folder outside the
+    # repository, whose tree (the workspace, .venv/writers included) the signature probe
+    # keeps off its PYTHONPATH
+    for key, value in _lf_environ().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
     monkeypatch.delenv("ALLOW_EXTRA_ARGS", raising=False)
 
 
 def _llamafactory_parses(*paths: Path) -> dict[str, str]:
-    env = {**os.environ, "DISABLE_VERSION_CHECK": "1"}
+    env = {**os.environ, **_lf_environ()}
     env.pop("ALLOW_EXTRA_ARGS", None)
     done = subprocess.run([sys.executable, "-c", _LF_PARSE, *map(str, paths)], capture_output=True, text=True,
                           env=env, cwd=paths[0].parent, timeout=600)
@@ -99,6 +130,7 @@ def _llamafactory_parses(*paths: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def configs(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """The cases written once, and LLaMA-Factory's verdict on each (one import of it)."""
+    _require_llamafactory()
     folder = tmp_path_factory.mktemp("configs")
     for name, text in (("good.yaml", GOOD), ("bad_key.yaml", BAD_KEY), ("bad_value.yaml", BAD_VALUE),
                        ("bad.yaml", BAD)):
@@ -118,14 +150,13 @@ def _span(f: dict) -> tuple[int, int, int, int]:
     return r["start"]["line"], r["start"]["character"], r["end"]["line"], r["end"]["character"]
 
 
-@needs_llamafactory
 def test_llamafactorys_parser_refuses_the_key_and_the_value_and_the_tool_fails_each_at_its_line(configs, lf_env):
     tmp_path, parsed = configs
     assert parsed["good.yaml"] == "ok"
     assert parsed["bad_key.yaml"] == "ValueError: Some keys are not used by the HfArgumentParser: ['lora_rnak']"
     assert parsed["bad_value.yaml"].startswith("AssertionError")
 
-    version = metadata.version("llamafactory")
+    version = _lf_version()
     code, report = _env(tmp_path / "bad.yaml")
     assert code == 1 and report["verdict"] == "FAIL"
     found = {f["id"]: f for f in report["findings"] if f["id"] in (KEYWORD, VALUE)}
@@ -151,7 +182,6 @@ def test_llamafactorys_parser_refuses_the_key_and_the_value_and_the_tool_fails_e
     assert "\n".join(lines) == GOOD
 
 
-@needs_llamafactory
 def test_a_config_llamafactory_accepts_passes_both_checks(configs, lf_env):
     folder, parsed = configs
     path = folder / "good.yaml"
@@ -162,7 +192,6 @@ def test_a_config_llamafactory_accepts_passes_both_checks(configs, lf_env):
     assert {KEYWORD, VALUE} <= set(report["checks"]["ran"])
 
 
-@needs_llamafactory
 def test_allow_extra_args_lets_llamafactory_take_any_key_and_the_tool_says_nothing_of_it(tmp_path, lf_env,
                                                                                       monkeypatch):
     monkeypatch.setenv("ALLOW_EXTRA_ARGS", "1")
