@@ -854,10 +854,17 @@ def map_row(obj: Any, tok: RunTokenizer, masking: Masking) -> RowMap | None:
 
 
 def threads() -> int:
-    """Threads encode_batch may use (RAYON_NUM_THREADS, else every core)."""
+    """Threads encode_batch may use: RAYON_NUM_THREADS when it names a number of threads,
+    else every core this process may run on (rayon's own default)."""
     try:
-        return max(1, int(os.environ.get("RAYON_NUM_THREADS", "") or 0)) or (os.cpu_count() or 1)
+        given = int(os.environ.get("RAYON_NUM_THREADS", "") or 0)
     except ValueError:
+        given = 0
+    if given >= 1:
+        return given
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity call (macOS, Windows)
         return os.cpu_count() or 1
 
 
