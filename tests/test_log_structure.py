@@ -148,8 +148,10 @@ def test_csv_and_jsonl_columns_are_matched_as_people_write_them(tmp_path, train,
 def test_a_loss_named_by_shape_is_read_only_when_one_column_has_that_shape():
     assert map_columns(["iter", "train_nll_loss", "val_nll_loss"])[0] == {LOSS: "train_nll_loss",
                                                                           EVAL_LOSS: "val_nll_loss"}
-    # Two candidates: no guess between them.
-    assert map_columns(["iter", "train_kl_loss", "train_rec_loss"])[0] == {}
+    # Two candidates: no guess between them (each is read as a named part of a loss, never
+    # as the loss itself).
+    assert map_columns(["iter", "train_kl_loss", "train_rec_loss"])[0] == {
+        "loss_part:train_kl_loss": "train_kl_loss", "loss_part:train_rec_loss": "train_rec_loss"}
 
 
 def test_an_unmappable_log_names_its_columns_and_the_setting(tmp_path):
