@@ -46,6 +46,10 @@ def line(step: int, diverge_at: int | None = None) -> str:
 DEADLINE = 120.0
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Cli:
     """`trainproof-lsp watch ARGS` with its stdout and stderr read by two threads as the
     lines come, so a test waits for what the watch says (an event), not for the clock."""
@@ -57,7 +61,11 @@ class Cli:
             command = [sys.executable, "-c", CHILD, pause_at or "-", "1" if ignore_sigint else "0", "watch", *args]
         else:
             command = [sys.executable, "-m", "trainproof_lsp", "watch", *args]
-        self.proc = subprocess.Popen(command, cwd=ROOT, env=env,
+        # SIGINT at its default in the child, as a terminal starts a command: a test run that
+        # was itself started in the background (`cmd &` in a script) ignores SIGINT, and every
+        # child inherits that, so before its handler is in place Python would ignore the
+        # signal the test sends. The inherited-ignore case is ignore_sigint's, set explicitly.
+        self.proc = subprocess.Popen(command, cwd=ROOT, env=env, preexec_fn=_sigint_default,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: dict[str, list[str]] = {"out": [], "err": []}
         self.changed = threading.Condition()
