@@ -71,6 +71,9 @@ COVERED = {
     "TP-REWARD-NONFINITE", "TP-PREF-AT-LN2", "TP-PREF-MARGINS-FLAT", "TP-PREF-ACC-AT-CHANCE", "TP-PREF-DISPLACEMENT",
     "TP-RL-NO-SIGNAL", "TP-RL-SATURATED", "TP-RL-REWARD-CONSTANT", "TP-RL-KL-BLOWUP", "TP-RL-CLIPPED",
     "TP-RL-ENTROPY-COLLAPSE", "TP-RL-LENGTH-HACKING",
+    # Its firing and quiet cases and each side of each limit: tests/rule_cases/metrics.py;
+    # on logs Lightning's CSVLogger and transformers' TrainerState wrote: tests/test_loss_parts.py
+    "TP-LOSS-PART-STALLED",
 }
 
 

@@ -25,7 +25,7 @@ def test_default_output_is_findings_one_verdict_line_per_report_and_counts():
     verdicts = [x for x in lines if x.startswith("== ")]
     assert len(verdicts) == 8  # six fixture runs, make_hf_runs.py and the walked training_args.bin
     assert "== fixtures/hf_runs/healthy/trainer_state.json (3 sources): PASS — 0 finding(s); " \
-           "22 check(s) ran, 17 skipped" in verdicts
+           "22 check(s) ran, 18 skipped" in verdicts
     assert not [x for x in lines if x.lstrip().startswith(("checked:", "skipped ", "info:"))]
     assert not [x for x in lines if " INFO " in x or "passed over:" in x]
     findings = [x for x in lines if ": FAIL TP-" in x or ": WARN TP-" in x]
@@ -35,7 +35,7 @@ def test_default_output_is_findings_one_verdict_line_per_report_and_counts():
            "last 4" in findings
     assert len(findings) == 16
     assert lines[-2] == "8 report(s): 4 FAIL, 1 WARN, 3 PASS; 6 passed over. Worst: FAIL"
-    assert lines[-1] == "142 check(s) ran, 121 skipped (-v lists them and why each was skipped)"
+    assert lines[-1] == "142 check(s) ran, 127 skipped (-v lists them and why each was skipped)"
 
 
 def test_verbose_output_keeps_the_checked_and_skipped_lists():
