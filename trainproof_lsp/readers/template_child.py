@@ -411,7 +411,7 @@ def render_sandboxed(compiled: Any, messages: Sequence[Mapping[str, Any]], varia
                     raise TemplateUnusable(f"the chat template wrote more than {_bounds.value_chars} characters")
                 out.append(chunk)
         finally:
-            # (a signal due right here still lands in the `except _OutOfTime` below)
+            # (a signal due here does nothing: this frame is not the template's)
             if alarm:
                 _Alarm.armed = False
                 signal.setitimer(signal.ITIMER_REAL, 0)
