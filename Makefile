@@ -36,11 +36,12 @@ $(STAMP): $(BASE_STAMP)
 # PYTHONPATH. pip lists the stacks' unmet requirements ("dependency conflicts") after each
 # install and exits 0: expected for these --no-deps installs, and only for them.
 # DeepSpeed is an sdist: built against the venv's torch (so after the peers), without its
-# CUDA ops.
+# CUDA ops. axolotl is there for its config schema (tests/test_yaml_config_api.py), which
+# imports beside the venv's packages with nothing more.
 WRITERS := $(VENV)/writers
 WRITER_PKGS := llamafactory==0.9.5 ms-swift==4.6.0 torchtune==0.6.1 torchao==0.10.0 \
 	omegaconf==2.4.0 tiktoken==0.14.0 modelscope==1.40.2 modelscope-hub==0.5.1 \
-	cryptography==50.0.2 json-repair==0.64.6 hjson==3.1.0 einops==0.8.2
+	cryptography==50.0.2 json-repair==0.64.6 hjson==3.1.0 einops==0.8.2 axolotl==0.19.0
 writers: $(BASE_STAMP)
 	rm -rf $(WRITERS)
 	$(PY) -m pip install --quiet --no-deps --target $(WRITERS) $(WRITER_PKGS)

@@ -1,11 +1,13 @@
-"""A LLaMA-Factory training YAML against the installed llamafactory's argument classes.
+"""A LLaMA-Factory training YAML against the installed llamafactory's argument classes, and an
+axolotl config against the installed axolotl's schema.
 
 `env --entrypoint config.yaml` binds each top-level key to the fields of the five classes
 LLaMA-Factory's parser reads a training config into, in the probe child of the run's
 interpreter. Each case is first run through LLaMA-Factory's own parser (in a child of this
 interpreter: its HfArgumentParser over those classes, the YAML loaded as
 `llamafactory-cli train` loads it), which proves the config really is refused there, or
-really accepted."""
+really accepted; each axolotl case through axolotl's own schema, which proves a misspelt key
+is accepted and dropped (the setting never taken), or that every key is kept."""
 
 from __future__ import annotations
 
@@ -217,16 +219,161 @@ def test_without_llamafactory_in_the_runs_interpreter_the_config_is_not_checked(
     assert not [f for f in report["findings"] if f["id"] in (KEYWORD, VALUE)]
 
 
-def test_an_axolotl_config_is_not_checked_and_says_why(tmp_path):
+# --- axolotl -----------------------------------------------------------------------------------
+
+IGNORED = "TP-CONFIG-KEY-IGNORED"
+
+AX_GOOD = """\
+base_model: NousResearch/Llama-2-7b-hf
+model_type: LlamaForCausalLM
+adapter: lora
+lora_r: 8
+lora_alpha: 16
+datasets:
+  - path: mhenrichsen/alpaca_2k_test
+    type: alpaca
+micro_batch_size: 1
+gradient_accumulation_steps: 1
+learning_rate: 0.0001
+num_epochs: 1
+output_dir: ./outputs/lora-out
+"""
+# line 5 (0-based 4): a misspelt key; model_type (line 2) is the alias of a field (type_of_model)
+AX_BAD = AX_GOOD.replace("lora_alpha: 16", "lora_alhpa: 16")
+
+# axolotl's own schema over each config file, as validate_config ends
+# (axolotl/utils/config/__init__.py: the model built from the loaded YAML, dumped without its
+# None fields): the validated config's keys, or the exception the schema raised.
+_AX_VALIDATE = """
+import json, sys, yaml
+from axolotl.utils.schemas.config import AxolotlInputConfig
+results = {}
+for path in sys.argv[1:]:
+    with open(path, encoding="utf-8") as f:
+        cfg = yaml.safe_load(f)
+    try:
+        results[path] = AxolotlInputConfig(**cfg).model_dump(exclude_none=True, mode="json")
+    except BaseException as e:
+        results[path] = type(e).__name__ + ": " + str(e)
+print("RESULTS " + json.dumps(results))
+"""
+
+
+def _ax_path() -> list[str] | None:
+    """Where the run's interpreter finds axolotl: this venv ([]), or .venv/writers (`make
+    writers` installs it there --no-deps); None when neither has it."""
+    if importlib.util.find_spec("axolotl") is not None:
+        return []
+    if (WRITERS_DIR / "axolotl").is_dir():
+        return [str(WRITERS_DIR)]
+    return None
+
+
+def _ax_version() -> str:
+    path = _ax_path()
+    dists = metadata.distributions(name="axolotl", path=path) if path else [metadata.distribution("axolotl")]
+    return next(iter(dists)).version
+
+
+def _ax_environ() -> dict[str, str]:
+    path = _ax_path()
+    return {"PYTHONPATH": os.pathsep.join(path + [p for p in [os.environ.get("PYTHONPATH")] if p])} if path else {}
+
+
+@pytest.fixture
+def ax_env(monkeypatch, tmp_path_factory):
+    if _ax_path() is None:
+        why = f"axolotl is in neither this venv nor {WRITERS_DIR} (`make writers` puts it there)"
+        if REQUIRED:
+            pytest.fail(f"TP_WRITERS=required but {why}")
+        pytest.skip(why)
+    for key, value in _ax_environ().items():  # the probe child inherits this environment, as the run would
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))  # outside the repository (see lf_env)
+
+
+def _axolotl_validates(*paths: Path) -> dict[str, dict | str]:
+    env = {**os.environ, **_ax_environ()}
+    done = subprocess.run([sys.executable, "-c", _AX_VALIDATE, *map(str, paths)], capture_output=True, text=True,
+                          env=env, cwd=paths[0].parent, timeout=600)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULTS ")), None)
+    assert line is not None, done.stderr[-2000:]
+    return json.loads(line[len("RESULTS "):])
+
+
+def test_axolotl_accepts_and_drops_a_misspelt_key_and_the_tool_warns_at_its_line(tmp_path, ax_env):
+    good, bad = tmp_path / "good.yml", tmp_path / "bad.yml"
+    good.write_text(AX_GOOD, encoding="utf-8")
+    bad.write_text(AX_BAD, encoding="utf-8")
+    validated = _axolotl_validates(good, bad)
+    # axolotl's schema takes both; the misspelt key is dropped, and lora_alpha is left unset
+    assert isinstance(validated[str(good)], dict) and isinstance(validated[str(bad)], dict)
+    assert validated[str(good)]["lora_alpha"] == 16
+    assert "lora_alhpa" not in validated[str(bad)] and "lora_alpha" not in validated[str(bad)]
+
+    version = _ax_version()
+    code, report = _env(bad)
+    assert code == 0 and report["verdict"] == "WARN"
+    (hit,) = [f for f in report["findings"] if f["level"] != "INFO"]
+    assert hit["id"] == IGNORED and hit["level"] == "WARN"
+    assert _span(hit) == (4, 0, 4, len("lora_alhpa"))
+    assert hit["message"] == (f"bad.yml: 'lora_alhpa' is no key of axolotl {version}'s config schema (did you mean "
+                              "lora_alpha?); axolotl ignores it, so the setting never takes effect")
+    assert hit["evidence"] == {"key": "lora_alhpa", "schema": "axolotl.utils.schemas.config.AxolotlInputConfig",
+                               "library": "axolotl", "version": version, "closest": "lora_alpha"}
+    assert hit["fix"]["title"] == "rename lora_alhpa to lora_alpha" and hit["fix"]["safe"] is False
+    # the rename applied to bad.yml gives good.yml
+    (edit,) = hit["fix"]["edits"]
+    lines = AX_BAD.split("\n")
+    r = edit["range"]
+    row = lines[r["start"]["line"]]
+    lines[r["start"]["line"]] = row[:r["start"]["character"]] + edit["new_text"] + row[r["end"]["character"]:]
+    assert "\n".join(lines) == AX_GOOD
+
+
+def test_a_config_axolotl_takes_whole_passes_with_an_alias_among_its_keys(tmp_path, ax_env):
+    path = tmp_path / "good.yml"
+    path.write_text(AX_GOOD, encoding="utf-8")
+    dumped = _axolotl_validates(path)[str(path)]
+    assert isinstance(dumped, dict)
+    # every key of the config is kept by axolotl (model_type under its field's name)
+    assert {"type_of_model", "lora_alpha", "lora_r", "datasets", "output_dir"} <= set(dumped)
+    code, report = _env(path)
+    assert code == 0 and report["verdict"] == "PASS"
+    assert not [f for f in report["findings"] if f["level"] != "INFO"]
+    assert IGNORED in report["checks"]["ran"]
+    # the LLaMA-Factory rules say why they did not judge this config
+    skipped = {c["id"]: c["reason"] for c in report["checks"]["skipped"]}
+    why = "an axolotl config: its keys are TP-CONFIG-KEY-IGNORED's (axolotl ignores unknown keys)"
+    assert skipped[KEYWORD] == skipped[VALUE] == why
+
+
+def test_without_axolotl_in_the_runs_interpreter_the_axolotl_config_is_not_checked(tmp_path):
+    python = tmp_path / "python-nosite"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n', encoding="utf-8")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
     path = tmp_path / "axolotl.yml"
-    path.write_text("base_model: NousResearch/Llama-2-7b-hf\nsequence_len: 4096\nsample_packing: true\n"
-                    "datasets:\n  - path: mhenrichsen/alpaca_2k_test\n    type: alpaca\n", encoding="utf-8")
+    path.write_text(AX_BAD, encoding="utf-8")
+    code, out, _ = run_cli("env", "--entrypoint", str(path), "--python", str(python), "--json")
+    (report,) = json.loads(out)["reports"]
+    assert code == 2 and report["verdict"] == "NOT-CHECKED"
+    (nc,) = [f for f in report["findings"] if f["level"] == "NOT-CHECKED"]
+    assert nc["message"].startswith("the config's keys were not checked: axolotl's config schema "
+                                    "(axolotl.utils.schemas.config.AxolotlInputConfig) cannot be imported by "
+                                    f"{python} (ModuleNotFoundError: No module named 'axolotl'")
+    assert not [f for f in report["findings"] if f["id"] == IGNORED]
+
+
+def test_an_axolotl_config_with_plugins_is_not_checked_and_says_why(tmp_path):
+    path = tmp_path / "axolotl.yml"
+    path.write_text(AX_BAD + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\n", encoding="utf-8")
     code, out, _ = run_cli("env", "--entrypoint", str(path), "--json")
     (report,) = json.loads(out)["reports"]
     assert code == 2
     (nc,) = [f for f in report["findings"] if f["level"] == "NOT-CHECKED"]
-    assert nc["message"] == ("the config's keys were not checked: axolotl configs are not checked against a schema "
-                             "(only LLaMA-Factory's training configs are)")
+    assert nc["message"] == (f"the config's keys were not checked: {path} names plugins, which add their own keys "
+                             "to axolotl's schema when axolotl loads them")
+    assert not [f for f in report["findings"] if f["id"] == IGNORED]
 
 
 @pytest.mark.parametrize("text,kind", [

@@ -224,4 +224,45 @@ CASES.update({
     ),
 })
 
+
+# axolotl's config schema as the probe child reads it from an installed axolotl's
+# AxolotlInputConfig.model_fields: a few of its field names, and an alias (model_type).
+AXOLOTL_SCHEMA = Signature(
+    outcome="ok", library="axolotl", version="0.19.0", qualname="axolotl.utils.schemas.config.AxolotlInputConfig",
+    params=("base_model", "type_of_model", "model_type", "datasets", "sequence_len", "adapter", "lora_r",
+            "lora_alpha", "micro_batch_size", "learning_rate"))
+
+
+def axolotl(text: str) -> EnvFacts:
+    """The env facts of `env --entrypoint config.yml` on an axolotl config, its top-level
+    keys bound to the installed schema's fields."""
+    from pathlib import Path
+
+    from trainproof_lsp.readers.script import ApiCall
+    from trainproof_lsp.readers.yaml_api import AXOLOTL_CLASS, AXOLOTL_MODULE, read_yaml_config
+
+    config = read_yaml_config(Path("config.yml"), data=text.encode("utf-8"))
+    call = ApiCall(written="config.yml", module=AXOLOTL_MODULE, attr=AXOLOTL_CLASS, span=Span(0, 0, 0, 0),
+                   keywords=config.keys)
+    return EnvFacts(path="config.yml", python="python3", imports_requested=True,
+                    api=(ApiProbe(call=call, path="config.yml", signature=AXOLOTL_SCHEMA),))
+
+
+AXOLOTL_GOOD = ("base_model: NousResearch/Llama-2-7b-hf\nmodel_type: LlamaForCausalLM\nadapter: lora\nlora_r: 8\n"
+                "lora_alpha: 16\ndatasets:\n  - path: mhenrichsen/alpaca_2k_test\n    type: alpaca\n")
+
+CASES.update({
+    "TP-CONFIG-KEY-IGNORED": RuleCases(
+        fires=Fires(subject=lambda: axolotl(AXOLOTL_GOOD.replace("lora_alpha: 16", "lora_alhpa: 16") + "warmup: 10\n"),
+                    hits=(Expect(message="config.yml: 'lora_alhpa' is no key of axolotl 0.19.0's config schema (did you mean lora_alpha?); axolotl ignores it, so the setting never takes effect",
+                                 evidence={'key': 'lora_alhpa', 'schema': 'axolotl.utils.schemas.config.AxolotlInputConfig', 'library': 'axolotl', 'version': '0.19.0', 'closest': 'lora_alpha'}, line=4),
+                          Expect(message="config.yml: 'warmup' is no key of axolotl 0.19.0's config schema; axolotl ignores it, so the setting never takes effect",
+                                 evidence={'key': 'warmup', 'schema': 'axolotl.utils.schemas.config.AxolotlInputConfig', 'library': 'axolotl', 'version': '0.19.0', 'closest': ''}, line=8),),
+                    family=('TP-CONFIG-KEY-IGNORED', 'TP-CONFIG-KEY-IGNORED')),
+        quiet=(Quiet(subject=lambda: axolotl(AXOLOTL_GOOD)),
+               Quiet(subject=lambda: api("bogus=1"), skip="no axolotl config given"),
+               Quiet(subject=lambda: room(), skip="no --entrypoint or --module")),
+    ),
+})
+
 FAMILY = FamilyCases(cases=CASES, context=context)

@@ -24,7 +24,9 @@ Items: {"id", "kind": "import", "module", "package", "names"}, {"id", "kind": "r
 "module"} (find a module's file without importing it or its packages), {"id", "kind":
 "signature", "module", "attr", "strings"} (import a library, look the class up and read
 its signature with `inspect.signature` -- never calling it -- and, for the keywords named
-in "strings", the string values its annotation allows).
+in "strings", the string values its annotation allows), {"id", "kind": "fields", "module",
+"attr"} (import a library and read a pydantic model's field names and aliases from its
+`model_fields` -- never instantiating it).
 With "forbid": [folders] in the job (the signature job), a module whose file lies in one
 of those folders (the workspace) is refused unless it lies in the interpreter's own
 prefix (a venv inside the project): nothing from the workspace is imported.
@@ -189,12 +191,38 @@ def _signature(item):
             "version": version, "qualname": qualname, "file": getattr(mod, "__file__", None) or ""}
 
 
+def _fields(item):
+    import importlib
+
+    mod = importlib.import_module(item["module"])
+    obj = mod
+    for part in item["attr"].split("."):
+        obj = getattr(obj, part)
+    version = _version(item["module"])
+    qualname = "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", item["attr"]))
+    fields = getattr(obj, "model_fields", None)
+    if not isinstance(obj, type) or not isinstance(fields, dict):
+        return {"ok": False, "kind": "not-a-model", "message": "%s is not a pydantic model" % qualname,
+                "version": version, "qualname": qualname}
+    names = []
+    for name, field in fields.items():
+        names.append(name)
+        for alias in (getattr(field, "alias", None), getattr(field, "validation_alias", None)):
+            if isinstance(alias, str) and alias not in names:
+                names.append(alias)  # a config may spell the field by its alias
+    config = getattr(obj, "model_config", None) or {}
+    return {"ok": True, "params": names[:5000], "extra": str(config.get("extra") or "ignore"),
+            "version": version, "qualname": qualname}
+
+
 def _probe(item):
     try:
         if item["kind"] == "locate":
             return _locate(item["module"])
         if item["kind"] == "signature":
             return _signature(item)
+        if item["kind"] == "fields":
+            return _fields(item)
         if item["kind"] == "run":
             import runpy
 

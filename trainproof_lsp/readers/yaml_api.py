@@ -1,4 +1,4 @@
-"""A LLaMA-Factory training YAML against the argument classes its installed version parses.
+"""A LLaMA-Factory (or axolotl) training YAML against the schema its installed version parses.
 
 `llamafactory-cli train config.yaml` loads the YAML into a dict and hands it to
 transformers' HfArgumentParser over five dataclasses (llamafactory.hparams: ModelArguments,
@@ -21,9 +21,17 @@ Shape read (LLaMA-Factory's example configs are flat):
 
 Indented lines (nested blocks, list items) are values of the key above them, not keys.
 
-Not checked: axolotl configs (a pydantic schema, and a package with GPU-only dependencies
-that is not installed beside this project), and keys given on the command line after the
-file (`llamafactory-cli train config.yaml key=value`).
+An axolotl config (`axolotl train config.yml`) is read the same way and its keys are bound
+to the field names (and aliases) of the installed axolotl's pydantic schema,
+axolotl.utils.schemas.config.AxolotlInputConfig, which the probe child reads from
+`model_fields` without instantiating it. That schema does not forbid extra keys: axolotl
+validates the config and drops the keys it does not know, so a misspelt key is not an
+error there but a setting that never takes effect (rules/script_api.py's
+TP-CONFIG-KEY-IGNORED, a WARN).
+
+Not checked: an axolotl config that names `plugins` (each plugin adds its own keys to the
+schema when axolotl loads it), and keys given on the command line after the file
+(`llamafactory-cli train config.yaml key=value`, `axolotl train config.yml --key=value`).
 """
 
 from __future__ import annotations
@@ -54,6 +62,11 @@ CONVERTS = "TrainingArguments"
 
 # A YAML config is a few kilobytes; past this it is not a training config.
 MAX_BYTES = 1 << 20
+
+# axolotl's config schema: a pydantic model whose fields are the keys of a config file
+# (axolotl/utils/config/__init__.py validate_config validates the loaded YAML with it).
+AXOLOTL_MODULE = "axolotl.utils.schemas.config"
+AXOLOTL_CLASS = "AxolotlInputConfig"
 
 # Keys only LLaMA-Factory's configs use (its own argument names), and keys every HF run
 # config has. One of the first and three in all make a LLaMA-Factory training config;
@@ -159,7 +172,7 @@ def is_config_entry(entrypoint: Path | None) -> bool:
 
 def collect_config(req: EnvRequest) -> EnvFacts:
     """`env --entrypoint config.yaml`: the machine's measures as for a script, and the
-    config's keys against the installed LLaMA-Factory instead of the script's imports."""
+    config's keys against the installed LLaMA-Factory (or axolotl) instead of the script's imports."""
     assert req.entrypoint is not None
     facts = collect(dataclasses.replace(req, entrypoint=None, module=None))  # memory, disk, GPUs only
     facts = dataclasses.replace(facts, path=str(req.entrypoint), imports_requested=True)
@@ -182,16 +195,14 @@ def collect_yaml(facts: EnvFacts, config_path: Path, shown: str, python: str, ti
     except ReadError as e:
         return dataclasses.replace(facts, entry_error=str(e))
     if config.kind == "axolotl":
-        return dataclasses.replace(facts, api_error="axolotl configs are not checked against a schema "
-                                                    "(only LLaMA-Factory's training configs are)")
+        return _collect_axolotl(facts, config, shown, python, timeout, forbid)
     if config.kind != "llama-factory":
         return dataclasses.replace(facts, api_error=f"{shown} is not a LLaMA-Factory training config (none of "
                                                     f"{', '.join(sorted(_OWN))} with two more of its keys)")
     strings = sorted(k.name for k in config.keys if k.value.known and isinstance(k.value.value, str))
     items = [{"id": i, "kind": "signature", "module": MODULE, "attr": cls, "strings": strings}
              for i, cls in enumerate(CLASSES)]
-    if os.sep in python or (os.altsep and os.altsep in python):
-        python = os.path.abspath(python)  # the child starts in another folder
+    python = _absolute(python)
     with tempfile.TemporaryDirectory(prefix="trainproof-signatures-") as empty:
         try:
             results, version = run_items(python, empty, empty, items, timeout, forbid=forbid)
@@ -226,10 +237,53 @@ def collect_yaml(facts: EnvFacts, config_path: Path, shown: str, python: str, ti
     return dataclasses.replace(facts, api=(ApiProbe(call=call, path=shown, signature=signature),))
 
 
+def _absolute(python: str) -> str:
+    if os.sep in python or (os.altsep and os.altsep in python):
+        return os.path.abspath(python)  # the child starts in another folder
+    return python
+
+
+def _collect_axolotl(facts: EnvFacts, config: YamlConfig, shown: str, python: str, timeout: float,
+                     forbid: tuple[str, ...]) -> EnvFacts:
+    """An axolotl config's keys against the field names of the installed axolotl's schema."""
+    if any(k.name == "plugins" for k in config.keys):
+        return dataclasses.replace(facts, api_error=f"{shown} names plugins, which add their own keys to axolotl's "
+                                                    "schema when axolotl loads them")
+    python = _absolute(python)
+    items = [{"id": 0, "kind": "fields", "module": AXOLOTL_MODULE, "attr": AXOLOTL_CLASS}]
+    with tempfile.TemporaryDirectory(prefix="trainproof-signatures-") as empty:
+        try:
+            results, version = run_items(python, empty, empty, items, timeout, forbid=forbid)
+        except PythonUnusable as e:
+            return dataclasses.replace(facts, python_error=str(e))
+    facts = dataclasses.replace(facts, python_version=version or facts.python_version)
+    r = results.get(0, {"ok": False, "kind": "exception", "message": "no result"})
+    if not r.get("ok"):
+        message = " ".join(str(r.get("message", "")).split())[:300]  # one line: the report's reason
+        why = f"{r.get('type') or r.get('kind', 'exception')}: {message}"
+        return dataclasses.replace(facts, api_error=f"axolotl's config schema ({AXOLOTL_MODULE}.{AXOLOTL_CLASS}) "
+                                                    f"cannot be imported by {python} ({why})")
+    if r.get("extra") == "forbid":  # a schema that refuses unknown keys: not the ignored-key case judged here
+        return dataclasses.replace(facts, api_error=f"axolotl {r.get('version', '')}'s config schema forbids unknown "
+                                                    "keys (validation refuses them; not judged here)")
+    signature = Signature(
+        outcome="ok", library="axolotl", version=str(r.get("version", "") or ""),
+        qualname=str(r.get("qualname") or f"{AXOLOTL_MODULE}.{AXOLOTL_CLASS}"),
+        params=tuple(str(p) for p in r.get("params", ())))
+    call = ApiCall(written=Path(shown).name, module=AXOLOTL_MODULE, attr=AXOLOTL_CLASS, span=Span(0, 0, 0, 0),
+                   keywords=config.keys)
+    return dataclasses.replace(facts, api=(ApiProbe(call=call, path=shown, signature=signature),))
+
+
+def is_axolotl_call(call: ApiCall) -> bool:
+    """An axolotl config bound to the installed axolotl's schema (not a script's call)."""
+    return call.module == AXOLOTL_MODULE and call.attr == AXOLOTL_CLASS
+
+
 def is_yaml_call(call: ApiCall) -> bool:
     """A YAML config bound to LLaMA-Factory's argument classes (not a script's call)."""
     return call.module == MODULE and call.attr == ATTR
 
 
 __all__ = ["YamlConfig", "read_yaml_config", "collect_config", "collect_yaml", "is_config_entry", "is_yaml_call",
-           "MODULE", "CLASSES"]
+           "is_axolotl_call", "MODULE", "CLASSES", "AXOLOTL_MODULE", "AXOLOTL_CLASS"]

@@ -1,10 +1,12 @@
 """The script's library calls against the installed libraries: keywords and values the
 installed classes do not take.
 
-Both rules read `EnvFacts.api` (readers/envcheck.py): each call of a class the script
+The rules read `EnvFacts.api` (readers/envcheck.py): each call of a class the script
 imports from a training library (readers/script.py `ApiCall`) beside that class's
 signature as the run's interpreter has it, read with `inspect.signature` in a child
-process that never calls it and imports nothing from the workspace.
+process that never calls it and imports nothing from the workspace. A YAML config
+(readers/yaml_api.py) is bound the same way: a LLaMA-Factory config's keys to its argument
+classes (the first two rules), an axolotl config's keys to its schema's fields (the third).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Iterator
 from ..core.model import Edit, Fix, Hit, Level, Location
 from ..readers.envcheck import ApiProbe, EnvFacts
 from ..readers.script import CONFIG_CLASSES, ApiKeyword
-from ..readers.yaml_api import is_yaml_call
+from ..readers.yaml_api import is_axolotl_call, is_yaml_call
 from .base import Context, NoLimits, Rule, Skip
 from .env import ENV
 
@@ -67,18 +69,25 @@ MOVED: dict[str, dict[str, str]] = {
 SUGGEST_CUTOFF = 0.8
 
 
-def _probes(facts: EnvFacts) -> tuple[ApiProbe, ...]:
+def _probes(facts: EnvFacts, *, axolotl: bool = False) -> tuple[ApiProbe, ...]:
+    """The probes whose signature was read: an axolotl config's (axolotl=True) or the
+    others' (a script's calls, a LLaMA-Factory config), each judged by its own rule."""
     if not facts.imports_requested:
         raise Skip("no --entrypoint or --module given")
     if facts.api_error:
         raise Skip(f"the library signatures could not be read: {facts.api_error}")
     if facts.entry_error or facts.python_error or facts.cwd_missing:
         raise Skip("the script or the interpreter could not be used (see the env findings)")
+    mine = tuple(p for p in facts.api if is_axolotl_call(p.call) == axolotl)
+    if axolotl and not mine:
+        raise Skip("no axolotl config given")
     if not facts.api:
         raise Skip("the script calls no class of transformers, trl, peft, lightning, accelerate or bitsandbytes")
-    usable = tuple(p for p in facts.api if p.signature.outcome == "ok")
+    if not mine:
+        raise Skip("an axolotl config: its keys are TP-CONFIG-KEY-IGNORED's (axolotl ignores unknown keys)")
+    usable = tuple(p for p in mine if p.signature.outcome == "ok")
     if not usable:
-        p = facts.api[0]
+        p = mine[0]
         why = p.signature.detail or p.signature.outcome
         raise Skip(f"no library class could be looked up ({p.call.written}: {why})")
     return usable
@@ -223,4 +232,51 @@ VALUE_RULE = Rule(id="TP-SCRIPT-API-BAD-VALUE", name="invalid-library-value", le
                   doc=VALUE_DOC, check=check_values, family=ENV)
 
 
-RULES: tuple[Rule[EnvFacts, Context], ...] = (KEYWORD_RULE, VALUE_RULE)
+# --- keys an axolotl config's schema ignores ---------------------------------------------------
+
+IGNORED_DOC = """An axolotl config names a key the installed axolotl's config schema does not have.
+
+What it flags: a top-level key of an axolotl config (`env --entrypoint config.yml`) that is
+neither a field nor a field alias of the installed axolotl's schema
+(axolotl.utils.schemas.config.AxolotlInputConfig, read from its pydantic `model_fields` in a
+child process of the run's interpreter, never instantiated); located on the key's line,
+naming the installed version and the closest field name — a quick fix renames the key
+(not marked safe: the closest name is a guess). Not checked when axolotl cannot be
+imported there (NOT-CHECKED with the import error), or when the config names `plugins`
+(each plugin adds its own keys to the schema).
+Why it matters: axolotl's schema does not forbid extra keys: it validates the config and
+drops the keys it does not know, without an error, so the setting the key meant never
+takes effect (a misspelt `lora_alhpa: 32` trains with the default LoRA alpha). A WARN,
+not a FAIL: the run starts and trains, only not as configured.
+What it does not mean: anything about values, keys nested under a top-level key (a
+dataset's `path`, `type`), or keys given on the command line.
+"""
+
+
+def check_ignored(facts: EnvFacts, limits: NoLimits, ctx: Context) -> Iterator[Hit]:
+    for p in _probes(facts, axolotl=True):
+        sig = p.signature
+        known = set(sig.params)
+        for kw in p.call.keywords:
+            if kw.name in known:
+                continue
+            close = difflib.get_close_matches(kw.name, sig.params, n=1, cutoff=SUGGEST_CUTOFF)
+            new = close[0] if close else ""
+            fix: Fix | None = None
+            if new and not any(k.name == new for k in p.call.keywords):
+                fix = Fix(title=f"rename {kw.name} to {new}", edits=(Edit(span=kw.name_span, new_text=new),),
+                          safe=False)
+            hint = f" (did you mean {new}?)" if new else ""
+            yield Hit(
+                message=(f"{p.call.written}: {kw.name!r} is no key of {_installed(p)}'s config schema{hint}; "
+                         "axolotl ignores it, so the setting never takes effect"),
+                evidence={"key": kw.name, "schema": sig.qualname, "library": sig.library, "version": sig.version,
+                          "closest": new},
+                location=Location(path=p.path, span=kw.name_span), fix=fix)
+
+
+IGNORED_RULE = Rule(id="TP-CONFIG-KEY-IGNORED", name="ignored-config-key", level=Level.WARN,
+                    doc=IGNORED_DOC, check=check_ignored, family=ENV)
+
+
+RULES: tuple[Rule[EnvFacts, Context], ...] = (KEYWORD_RULE, VALUE_RULE, IGNORED_RULE)
