@@ -381,6 +381,12 @@ def markdown() -> str:
         "file, not downloaded: run `git lfs pull`\" — never read as the checkpoint, dataset or log its name "
         "says. In a run folder a pointer of any name is found by the walk. In CI: docs/ci.md.",
         "",
+        "**Parts of a composite loss**: in a metric table (CSV, JSONL, a JSON array, a W&B export) and "
+        "in trainer_state.json, a column or key with the word `loss` in it that is not the loss, an eval "
+        "loss or the fp16 loss scale (`recon_loss`, `train/loss_ce`, `aux_loss`, `mel_loss`), or a KL or "
+        "likelihood term (`train_kld`, `nll`), is read as a named part of the loss; a smoothed, total or "
+        "per-epoch copy of one is not. TP-LOSS-PART-STALLED judges the parts against the total.",
+        "",
         "**Not read yet**: W&B chart-panel CSV exports (`Step`, `<run> - train/loss`, `__MIN`/`__MAX` "
         "columns); Comet, Neptune, ClearML and Aim offline stores; DeepSpeed's `csv_monitor` files (one file a "
         "metric); LLaMA-Factory's `training_args.yaml` (it names no class or vocabulary count); planned steps and "
