@@ -203,20 +203,14 @@ def collect_yaml(facts: EnvFacts, config_path: Path, shown: str, python: str, ti
     items = [{"id": i, "kind": "signature", "module": MODULE, "attr": cls, "strings": strings}
              for i, cls in enumerate(CLASSES)]
     python = _absolute(python)
-    with tempfile.TemporaryDirectory(prefix="trainproof-signatures-") as empty:
-        try:
-            results, version = run_items(python, empty, empty, items, timeout, forbid=forbid)
-        except PythonUnusable as e:
-            return dataclasses.replace(facts, python_error=str(e))
-    facts = dataclasses.replace(facts, python_version=version or facts.python_version)
+    facts, results = _run(facts, python, items, timeout, forbid)
+    if results is None:
+        return facts
     failed = [results.get(i, {"kind": "exception", "message": "no result"}) for i in range(len(CLASSES))
               if not results.get(i, {}).get("ok")]
     if failed:
-        r = failed[0]
-        message = " ".join(str(r.get("message", "")).split())[:300]  # one line: the report's reason
-        why = f"{r.get('type') or r.get('kind', 'exception')}: {message}"
         return dataclasses.replace(facts, api_error=f"llamafactory's argument classes cannot be imported by {python} "
-                                                    f"({why})")
+                                                    f"({_why(failed[0])})")
     params: list[str] = []
     choices: list[tuple[str, tuple[str, ...], bool]] = []
     for i, cls in enumerate(CLASSES):
@@ -237,6 +231,24 @@ def collect_yaml(facts: EnvFacts, config_path: Path, shown: str, python: str, ti
     return dataclasses.replace(facts, api=(ApiProbe(call=call, path=shown, signature=signature),))
 
 
+def _run(facts: EnvFacts, python: str, items: list[dict[str, Any]], timeout: float,
+         forbid: tuple[str, ...]) -> tuple[EnvFacts, dict[int, Any] | None]:
+    """The probe child's results for `items`, run from an empty folder, and the facts with
+    its Python version; None (and the facts with the reason) when that Python cannot run."""
+    with tempfile.TemporaryDirectory(prefix="trainproof-signatures-") as empty:
+        try:
+            results, version = run_items(python, empty, empty, items, timeout, forbid=forbid)
+        except PythonUnusable as e:
+            return dataclasses.replace(facts, python_error=str(e)), None
+    return dataclasses.replace(facts, python_version=version or facts.python_version), results
+
+
+def _why(result: dict[str, Any]) -> str:
+    """A failed item's reason on one line, as the report gives it."""
+    message = " ".join(str(result.get("message", "")).split())[:300]
+    return f"{result.get('type') or result.get('kind', 'exception')}: {message}"
+
+
 def _absolute(python: str) -> str:
     if os.sep in python or (os.altsep and os.altsep in python):
         return os.path.abspath(python)  # the child starts in another folder
@@ -251,18 +263,13 @@ def _collect_axolotl(facts: EnvFacts, config: YamlConfig, shown: str, python: st
                                                     "schema when axolotl loads them")
     python = _absolute(python)
     items = [{"id": 0, "kind": "fields", "module": AXOLOTL_MODULE, "attr": AXOLOTL_CLASS}]
-    with tempfile.TemporaryDirectory(prefix="trainproof-signatures-") as empty:
-        try:
-            results, version = run_items(python, empty, empty, items, timeout, forbid=forbid)
-        except PythonUnusable as e:
-            return dataclasses.replace(facts, python_error=str(e))
-    facts = dataclasses.replace(facts, python_version=version or facts.python_version)
+    facts, results = _run(facts, python, items, timeout, forbid)
+    if results is None:
+        return facts
     r = results.get(0, {"ok": False, "kind": "exception", "message": "no result"})
     if not r.get("ok"):
-        message = " ".join(str(r.get("message", "")).split())[:300]  # one line: the report's reason
-        why = f"{r.get('type') or r.get('kind', 'exception')}: {message}"
         return dataclasses.replace(facts, api_error=f"axolotl's config schema ({AXOLOTL_MODULE}.{AXOLOTL_CLASS}) "
-                                                    f"cannot be imported by {python} ({why})")
+                                                    f"cannot be imported by {python} ({_why(r)})")
     if r.get("extra") == "forbid":  # a schema that refuses unknown keys: not the ignored-key case judged here
         return dataclasses.replace(facts, api_error=f"axolotl {r.get('version', '')}'s config schema forbids unknown "
                                                     "keys (validation refuses them; not judged here)")
