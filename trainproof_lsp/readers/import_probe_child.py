@@ -156,9 +156,9 @@ def _version(module):
         return str(getattr(sys.modules.get(root), "__version__", "") or "")
 
 
-def _signature(item):
+def _resolve(item):
+    """(module, the named attribute, the library's version, the attribute's qualified name)."""
     import importlib
-    import inspect
 
     mod = importlib.import_module(item["module"])
     obj = mod
@@ -166,6 +166,13 @@ def _signature(item):
         obj = getattr(obj, part)
     version = _version(item["module"])
     qualname = "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", item["attr"]))
+    return mod, obj, version, qualname
+
+
+def _signature(item):
+    import inspect
+
+    mod, obj, version, qualname = _resolve(item)
     if not isinstance(obj, type):
         return {"ok": False, "kind": "not-a-class", "message": "%s is not a class" % qualname,
                 "version": version, "qualname": qualname}
@@ -192,14 +199,7 @@ def _signature(item):
 
 
 def _fields(item):
-    import importlib
-
-    mod = importlib.import_module(item["module"])
-    obj = mod
-    for part in item["attr"].split("."):
-        obj = getattr(obj, part)
-    version = _version(item["module"])
-    qualname = "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", item["attr"]))
+    mod, obj, version, qualname = _resolve(item)
     fields = getattr(obj, "model_fields", None)
     if not isinstance(obj, type) or not isinstance(fields, dict):
         return {"ok": False, "kind": "not-a-model", "message": "%s is not a pydantic model" % qualname,
