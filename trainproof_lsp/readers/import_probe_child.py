@@ -199,7 +199,7 @@ def _signature(item):
 
 
 def _fields(item):
-    mod, obj, version, qualname = _resolve(item)
+    _, obj, version, qualname = _resolve(item)
     fields = getattr(obj, "model_fields", None)
     if not isinstance(obj, type) or not isinstance(fields, dict):
         return {"ok": False, "kind": "not-a-model", "message": "%s is not a pydantic model" % qualname,
