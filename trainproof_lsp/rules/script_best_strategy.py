@@ -61,7 +61,7 @@ def _said(v: Value | None, key: str, value: str) -> str:
     """How the message names a strategy: as written, or as HF's default."""
     if v is None:
         return f"{key} unset (HF default {value!r})"
-    return v.text if "=" in v.text else f"{key}={v.text}"
+    return f"{key}={v.text}"  # a value's text is the expression alone, a launch flag's too
 
 
 def _related(facts: ScriptFacts, *named: tuple[str, Value | None]) -> tuple[Related, ...]:
