@@ -104,6 +104,15 @@ CASES = {
          _ev("save_steps", 500.0, 150, False), [("train.py", 2, COUNTED)], None),
         (EVAL, 'eval_strategy "steps" with eval_steps=200 but ' + RUN_150 + NEVER_EVAL, ("train.py", 3, 72),
          _ev("eval_steps", 200.0, 150, False), [("train.py", 2, COUNTED)], None)],
+    # the older eval spelling says nothing of the save strategy: it stays HF's "steps"
+    'a = TrainingArguments(output_dir="o", max_steps=100, evaluation_strategy="epoch")': [
+        (SAVE, "save_steps unset (default 500) but " + RUN_100 + NO_SAVE, ("train.py", 3, 4),
+         _ev("save_steps", 500.0), [("train.py", 3, "the run is 100 steps")], None)],
+    # without load_best_model_at_end the same fix: save at eval_steps
+    'a = TrainingArguments(output_dir="o", max_steps=100, eval_strategy="steps", eval_steps=20, save_steps=200)': [
+        (SAVE, "save_steps=200 but " + RUN_100 + NO_SAVE, ("train.py", 3, 102), _ev("save_steps", 200.0),
+         [("train.py", 3, "the run is 100 steps")],
+         ("set save_steps to 20 (= eval_steps, inside the 100-step run)", [(3, 102, "20")]))],
     # each limit met exactly: a save or an eval at the last step is inside the run
     'a = TrainingArguments(output_dir="o", max_steps=100, save_steps=100, eval_strategy="steps", eval_steps=100)': [],
     'a = TrainingArguments(output_dir="o", max_steps=100, save_steps=100, eval_strategy="steps", eval_steps=20, '
@@ -129,16 +138,27 @@ BEFORE = [
     'load_best_model_at_end=True)',
     'TrainingArguments(output_dir="a", max_steps=int(os.environ["N"]))',  # its length is unknown
 ]
-LAST = ('b = TrainingArguments(output_dir="b", max_steps=100, eval_strategy="steps", eval_steps=200, '
-        'save_steps=300, load_best_model_at_end=True)')
+LAST = {
+    'b = TrainingArguments(output_dir="b", max_steps=100, eval_strategy="steps", eval_steps=200, '
+    'save_steps=300, load_best_model_at_end=True)': [(BEST, 5, 100, 300.0), (EVAL, 5, 100, 200.0)],
+    'b = TrainingArguments(output_dir="b", max_steps=100, save_steps=300)': [(SAVE, 5, 100, 300.0)],
+}
 
 
+@pytest.mark.parametrize("last", list(LAST))
 @pytest.mark.parametrize("before", BEFORE)
-def test_every_call_is_judged_whatever_the_one_before_it_did(tmp_path, before):
-    path = _script(tmp_path, "import os\na = " + before + "\n" + LAST)
+def test_every_call_is_judged_whatever_the_one_before_it_did(tmp_path, before, last):
+    path = _script(tmp_path, "import os\na = " + before + "\n" + last)
     assert sorted((i, line, evidence["planned_steps"], evidence.get("save_steps", evidence.get("eval_steps")))
-                  for i, _, (_, line, _), evidence, _, _ in _findings(tmp_path, path)) == [
-        (BEST, 5, 100, 300.0), (EVAL, 5, 100, 200.0)]
+                  for i, _, (_, line, _), evidence, _, _ in _findings(tmp_path, path)) == LAST[last]
+
+
+def test_the_saved_steps_related_place_is_the_keyword_not_the_call(tmp_path):
+    calls = ('a = TrainingArguments(output_dir="o", max_steps=100, eval_strategy="steps", eval_steps=20, '
+             'save_steps=200, load_best_model_at_end=True)')
+    (hit,) = [f for f in judge_file(_script(tmp_path, calls), Config()).findings if f.id == BEST]
+    assert [(r.location.span.start_line, r.location.span.start_char) for r in hit.related] == [
+        (3, calls.index("save_steps=200") + len("save_steps=")), (3, calls.index("max_steps=100") + len("max_steps="))]
 
 
 def test_a_script_whose_every_length_is_unknown_says_why(tmp_path):
