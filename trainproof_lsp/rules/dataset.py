@@ -381,11 +381,12 @@ def find_overlaps(scan: ds.DatasetScan, train: Sequence[ds.DatasetScan]) -> tupl
     exact_at = _first_in_train(train, "exact", want_exact)
     near_at = _first_in_train(train, "near", want_near)
     found = []
+    # A line without a usable record hashes to 0, and 0 is never wanted above, so never a key.
     for line, (e, n) in enumerate(zip(scan.exact, scan.near)):
-        hit = exact_at.get(e) if e else None
+        hit = exact_at.get(e)
         exact = hit is not None
         if hit is None:
-            hit = near_at.get(n) if n else None
+            hit = near_at.get(n)
         if hit is not None:
             found.append(Overlap(line=line, path=hit[0], train_line=hit[1], exact=exact))
     return tuple(found)
