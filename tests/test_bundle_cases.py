@@ -576,6 +576,17 @@ def test_targets_reaching_every_layer_holding_their_kind_are_quiet():
     assert hit.related == (Related(location=top(IDX), message="2 layers hold q_proj"),)
 
 
+def test_the_layers_meant_are_those_holding_a_kind_the_targets_matched():
+    """A hybrid model (attention in one layer of four): a regex reaching every q_proj there is
+    is not partial, though every layer holds some other module."""
+    t = [ten(f"model.layers.{n}.mamba.in_proj.weight", (8, 8), BASE) for n in range(4)]
+    base = weights(*t, ten("model.layers.3.self_attn.q_proj.weight", (8, 8), BASE))
+    b = target_facts(r".*self_attn\.q_proj", base=base)
+    assert hits(TARGETS_PARTIAL, b) == [] and ran(TARGETS_PARTIAL, b)
+    (hit,) = hits(TARGETS_PARTIAL, target_facts(r"model\.layers\.[01]\.mamba\.in_proj", base=base))
+    assert hit.evidence == {"layers": 4, "layers_matched": 2, "modules_matched": 2}
+
+
 def test_layers_chosen_on_purpose_are_not_partial():
     partial = r"model\.layers\.0\.self_attn\.q_proj"
     for value in ([0], 0, []):
@@ -717,12 +728,13 @@ S1, S2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
 
 def test_misplaced_and_unnamed_tensors_are_found_whole():
     tensors = (shard("d", SHARD2), shard("a", SHARD1), shard("z", SHARD1), shard("y", SHARD1), shard("b", SHARD2))
-    # c and e placed in shard 1, which holds neither; e is named first; y and z are named nowhere
-    b = index_facts(tensors, {"a": S1, "b": S2, "d": S2, "e": S1, "c": S1}, lines={"c": 2, "e": 9})
+    # c and e placed in shard 1, which holds neither; e is on the index's earlier line; y and z
+    # are named nowhere
+    b = index_facts(tensors, {"a": S1, "b": S2, "d": S2, "c": S1, "e": S1}, lines={"c": 9, "e": 2})
     assert hits(INDEX, b) == [
-        Hit(message=f"2 tensor(s) the index places in shards that do not hold them; first c in {S1}",
-            evidence={"misplaced": 2, "first_tensor": "c", "shard": S1}, location=at(IDX, 2),
-            related=(Related(location=Location(path=SHARD1, byte_offset=0), message=f"{S1} does not hold c"),)),
+        Hit(message=f"2 tensor(s) the index places in shards that do not hold them; first e in {S1}",
+            evidence={"misplaced": 2, "first_tensor": "e", "shard": S1}, location=at(IDX, 2),
+            related=(Related(location=Location(path=SHARD1, byte_offset=0), message=f"{S1} does not hold e"),)),
         Hit(message=f"2 tensor(s) in the shards are not named in the index; first y in {S1}",
             evidence={"unnamed": 2, "first_tensor": "y", "shard": S1}, location=Location(path=SHARD1, byte_offset=300),
             related=(Related(location=top(IDX), message="the index does not name it"),))]

@@ -411,7 +411,10 @@ def check_targets_partial(b: BundleFacts, limits: NoLimits, ctx: BundleContext) 
     kinds = {m.rsplit(".", 1)[-1] for m in matched}
     meant = {n for m in modules if m.rsplit(".", 1)[-1] in kinds and (n := _layer(m)) is not None}
     hit = {n for n in map(_layer, matched) if n is not None}
-    if not matched or not meant or len(hit) >= len(meant):
+    # hit is within meant (a matched module is one of the modules, of a kind matched): the
+    # finding is fewer layers hit than meant. No match, or matches in no numbered layer,
+    # leave meant and hit alike (empty, or the same layers).
+    if len(hit) >= len(meant):
         return
     shown = ", ".join(map(str, sorted(hit)[:8])) + (", ..." if len(hit) > 8 else "")
     named = ", ".join(sorted(kinds)[:4]) + (", ..." if len(kinds) > 4 else "")
