@@ -39,12 +39,6 @@ def at(u: Utterance) -> Location:
     return Location(path=u.path, span=Span(u.line, 0, u.line, u.width))
 
 
-def _file(scan: SpeechScan) -> Location:
-    return Location(path=scan.path, span=Span(0, 0, 0, 0)) if scan.listing.layout not in ("vctk", "fish-lab",
-                                                                                         "audio-folder") \
-        else Location(path=scan.path)
-
-
 def _line(u: Utterance) -> str:
     return f"line {u.line + 1}" if u.line or u.width else u.path.rsplit("/", 1)[-1]
 
