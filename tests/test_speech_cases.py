@@ -737,3 +737,116 @@ def test_tokens_per_second_at_its_limit_exactly_is_quiet():
 def test_tokens_per_second_is_skipped_without_a_known_duration():
     s = _tok([10, 10], [0, 0], {a(0): bad(a(0), "missing"), a(1): wav(a(1), frames=0)})
     assert skipped(sp.HIGH_TPS, s) == "no utterance with a known duration"
+
+
+# --- real files: WAV and FLAC in each listing layout, read by the readers --------------------------
+
+np = pytest.importorskip("numpy")
+sf = pytest.importorskip("soundfile")
+
+
+def _tone(seconds: float, rate: int = RATE, seed: int = 0) -> Any:
+    t = np.arange(round(seconds * rate)) / rate
+    return 0.3 * np.sin(2 * np.pi * 180 * t) + 0.02 * np.random.default_rng(seed).standard_normal(len(t))
+
+
+def _wave_file(path: Path, seconds: float, *, rate: int = RATE, channels: int = 1, seed: int = 0) -> None:
+    """A 16-bit PCM WAV written with the standard `wave` module."""
+    x = (np.stack([_tone(seconds, rate, seed)] * channels, 1) * 32767).astype("<i2")
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(x.tobytes())
+
+
+def _real(path: Path, train: Sequence[Path] = ()) -> tuple[SpeechScan, SpeechContext]:
+    ctx = SpeechContext(train=tuple(scan_speech(list_speech(p), jobs=1) for p in train))
+    return scan_speech(list_speech(path), jobs=1), ctx
+
+
+def test_ljspeech_metadata_with_a_flac_at_another_rate_and_a_missing_wav(tmp_path):
+    (tmp_path / "wavs").mkdir()
+    for i in range(3):
+        _wave_file(tmp_path / "wavs" / f"LJ{i}.wav", 1.0, seed=i)
+    sf.write(tmp_path / "wavs" / "LJ3.flac", _tone(1.0, 16000), 16000)  # the formatter reads wavs/<id>.wav
+    rows = ["LJ0|one|one", "LJ1|two|two", "LJ3|three|three", "LJ2|four|four"]
+    (tmp_path / "metadata.csv").write_text("\n".join(rows) + "\n")
+    s, _ = _real(tmp_path / "metadata.csv")
+    assert s.listing.layout == "ljspeech"
+    assert [(h.message, h.location) for h in hits(sp.MISSING, s)] == [
+        ("line 3: audio 'wavs/LJ3.wav' does not exist (1 of 4 utterances)",
+         Location(path=str(tmp_path / "metadata.csv"), span=Span(2, 0, 2, 15)))]  # the row "LJ3|three|three"
+    (tmp_path / "wavs" / "LJ3.flac").rename(tmp_path / "wavs" / "LJ3.wav")  # a FLAC under a .wav name
+    s, _ = _real(tmp_path / "metadata.csv")
+    assert hits(sp.MISSING, s) == [] and hits(sp.UNREADABLE, s) == []
+    assert [h.message for h in hits(sp.INCONSISTENT_SR, s)] == [
+        "line 3: 16000 Hz where 3 of 4 files are 8000 Hz (1 file(s) at 16000 Hz)"]
+
+
+def test_fish_lab_folder_finds_are_named_by_their_files(tmp_path):
+    spk = tmp_path / "alice"
+    spk.mkdir()
+    for i in range(3):
+        _wave_file(spk / f"a{i}.wav", 1.0, channels=2 if i == 2 else 1, seed=i)
+        (spk / f"a{i}.lab").write_text("the birch canoe" if i != 1 else "in 2024")
+    sf.write(spk / "a9.flac", _tone(1.0), RATE)  # no transcript beside it
+    s, _ = _real(tmp_path)
+    assert s.listing.layout == "fish-lab"
+    assert hits(sp.EMPTY, s) == [Hit(message="a9.flac: empty transcript (1 of 4 utterances)",
+                                     evidence={"line": 1, "empty": 1, "utterances": 4},
+                                     location=Location(path=str(spk / "a9.flac"), span=Span(0, 0, 0, 0)))]
+    assert [h.message for h in hits(sp.UNNORMALIZED, s)] == ["line 1: number '2024' in the transcript is not spelled out"]
+    ch = hits(sp.INCONSISTENT_CHANNELS, s)
+    assert [(h.message, h.location.path, h.related[0].location.path) for h in ch] == [
+        ("line 1: 2 channel(s) where 3 of 4 files are 1 channel(s) (1 file(s) at 2 channel(s))", str(spk / "a2.lab"),
+         str(spk / "a0.lab"))]
+
+
+def test_xtts_train_and_eval_csvs_share_a_file_a_recording_and_speakers(tmp_path):
+    (tmp_path / "wavs").mkdir()
+    for i in range(4):
+        _wave_file(tmp_path / "wavs" / f"t{i}.wav", 1.0, seed=i)
+    _wave_file(tmp_path / "wavs" / "e0.wav", 1.0, seed=2)  # t2's samples again, under another name
+    _wave_file(tmp_path / "wavs" / "e1.wav", 1.0, seed=9)
+    head = "audio_file|text|speaker_name"
+    (tmp_path / "metadata_train.csv").write_text("\n".join(
+        [head] + [f"wavs/t{i}.wav|sentence {'abcd'[i]}|spk{i % 2}" for i in range(4)]) + "\n")
+    (tmp_path / "metadata_eval.csv").write_text("\n".join(
+        [head, "wavs/e1.wav|Sentence  B|spk1", "wavs/e0.wav|another|spk7", "wavs/t0.wav|new text|spk9"]) + "\n")
+    s, ctx = _real(tmp_path / "metadata_eval.csv", [tmp_path / "metadata_train.csv"])
+    train = str(tmp_path / "metadata_train.csv")  # its rows are 27 characters wide
+    got = [(h.message, h.related[0].location) for h in hits(sp.EVAL_OVERLAP, s, ctx=ctx)]
+    assert got == [
+        ("eval line 2 has the speaker and transcript of training metadata_train.csv line 3",
+         Location(path=train, span=Span(2, 0, 2, 27))),
+        ("eval line 3 has audio byte-identical to training metadata_train.csv line 4",
+         Location(path=train, span=Span(3, 0, 3, 27))),
+        ("eval line 4 is the same audio file as training metadata_train.csv line 2",
+         Location(path=train, span=Span(1, 0, 1, 27))),
+    ]
+    assert [h.message for h in hits(sp.EVAL_SPEAKERS, s, ctx=ctx)] == [
+        "1 of 3 eval speaker(s) also speak in the training data (spk1)"]
+
+
+def test_nemo_manifest_declared_durations_and_a_coqui_config_beside_it(tmp_path):
+    (tmp_path / "wavs").mkdir()
+    records = []
+    for i, seconds in enumerate((1.0, 1.5, 2.5)):
+        _wave_file(tmp_path / "wavs" / f"u{i}.wav", seconds, seed=i)
+        records.append({"audio_filepath": f"wavs/u{i}.wav", "text": "the birch canoe", "duration": seconds})
+    records[1]["duration"] = 1.75
+    records[2].update(offset=0.5, duration=1.0)  # a segment: its duration is not the file's
+    (tmp_path / "manifest.json").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "config.json").write_text(json.dumps({"audio": {"sample_rate": RATE}, "max_audio_len": 2 * RATE,
+                                                      "characters": {"characters": "abcdefghijklmnopqrstuvwxyz",
+                                                                     "punctuations": ".,"}}, indent=2))
+    s, _ = _real(tmp_path / "manifest.json")
+    assert [h.message for h in hits(sp.DURATION_MISMATCH, s)] == [
+        "line 2: declares 1.75 s, the file holds 1.5 s (12,000 frames at 8000 Hz); tolerance 0.1 s"]
+    over = hits(sp.OVER_MAX, s)
+    assert [(h.message, h.related) for h in over] == [
+        ("line 3: 2.50 s is 20,000 samples at 8000 Hz, over max_audio_len 16,000 (2.00 s): the trainer drops it "
+         "(1 of 3 files)",
+         (Related(location=Location(path=str(tmp_path / "config.json"), span=Span(4, 0, 4, 0)), message="max_audio_len"),))]
+    assert hits(sp.OUT_OF_CHARSET, s) == []
