@@ -123,7 +123,8 @@ def _missing_keys(scan: ds.DatasetScan, limits: NoLimits, ctx: Any) -> Iterator[
     """Per line, unless every row lacks a training field the same way: then one hit for
     the file, with the count (a schema the file holds throughout, not a broken line)."""
     missing = [p for p in scan.problems if p.kind == ds.MISSING_KEYS]
-    shapes = {p.message.split("(keys:")[0] if "(keys:" in p.message else p.message for p in missing}
+    # The words before the row's own keys (a message without keys is whole: split leaves it).
+    shapes = {p.message.split("(keys:")[0] for p in missing}
     if scan.records >= 2 and len(missing) == scan.records and len(shapes) == 1:
         first = missing[0]
         yield Hit(message=f"every one of the {len(missing)} rows, from line {first.line + 1}: {first.message}",
