@@ -203,6 +203,15 @@ def test_two_shapes_are_said_line_by_line():
             location=at(1, 0, 15))]
 
 
+def test_shapes_that_start_alike_are_still_two_shapes():
+    subject = scan({"prompt": "p"}, {"completion": "c"})
+    assert hits(D.MISSING_KEYS, subject) == [
+        Hit(message="line 1: prompt-completion row without 'completion'", evidence={"line": 1, "missing": 1},
+            location=at(0, 0, 15)),
+        Hit(message="line 2: prompt-completion row without 'prompt'", evidence={"line": 2, "missing": 1},
+            location=at(1, 0, 19))]
+
+
 def test_one_row_with_its_field_leaves_the_others_line_by_line():
     subject = scan({"question": "q", "answer": "a"}, text(0), {"question": "q2", "answer": "a2"})
     assert hits(D.MISSING_KEYS, subject) == [
@@ -413,6 +422,8 @@ def test_the_overlaps_are_searched_once_per_eval_scan():
     (0.1234, 0.12345, ("12%", "12.345%")),
     (0.12344, 0.1234, ("12%", "12.34%")),     # 12 is not 12.34: no decimals needed
     (0.0, 0.05, ("0%", "5%")),
+    (0.5, 0.1 + 4.9e-9, ("50%", "10%")),      # float noise under a millionth of a point is no decimal
+    (0.5, 0.1 + 1.5e-8, ("50%", "10.0000%")),  # over it, the limit is not a round number
 ])
 def test_a_share_prints_with_as_many_decimals_as_it_takes(share, limit, said):
     assert D.share_text(share, limit) == said
