@@ -647,6 +647,35 @@ def test_eval_overlap_by_file_by_bytes_and_by_speaker_and_transcript():
     ]
 
 
+def test_eval_overlap_compares_transcripts_case_folded_in_lower_case():
+    # German "Maße" (measures) and "Masse" (mass) are two words: lower case keeps them apart
+    # (upper case would write both MASSE).
+    train = SpeechContext(train=(scan([utt(0, speaker="s1", text="die Maße")]),))
+    ev = scan([utt(0, audio="/data/eval/a.wav", speaker="s1", text="DIE MASSE"),
+               utt(1, audio="/data/eval/b.wav", speaker="s1", text="DIE MAßE")], path="/data/eval.json")
+    assert [h.message for h in hits(sp.EVAL_OVERLAP, ev, ctx=train)] == [
+        "eval line 2 has the speaker and transcript of training train_manifest.json line 1"]
+
+
+def test_eval_overlap_with_relative_listing_paths_and_training_audio_never_read():
+    # Listings named without a folder, and a training utterance whose audio has no facts at
+    # all (never scanned): it is still matched by its path and its transcript.
+    t = scan([utt(0, path="metadata_train.csv", speaker="s1", text="first one"),
+              utt(1, path="metadata_train.csv", speaker="s1", text="second one")], path="metadata_train.csv")
+    train = SpeechScan(listing=t.listing, audio={a(0): wav(a(0), digest=5)})
+    ev = scan([utt(0, audio="/data/eval/x.wav", path="metadata_eval.csv", speaker="s1", text="second one"),
+               utt(1, audio=a(1), path="metadata_eval.csv", speaker="s2", text="other"),
+               utt(2, audio="/data/eval/y.wav", path="metadata_eval.csv", speaker="s2", text="other")],
+              {"/data/eval/y.wav": wav("/data/eval/y.wav", digest=5)}, path="metadata_eval.csv")
+    assert [h.message for h in hits(sp.EVAL_OVERLAP, ev, ctx=SpeechContext(train=(train,)))] == [
+        "eval line 1 has the speaker and transcript of training metadata_train.csv line 2",
+        "eval line 2 is the same audio file as training metadata_train.csv line 2",
+        "eval line 3 has audio byte-identical to training metadata_train.csv line 1",
+    ]
+    assert [h.message for h in hits(sp.EMPTY, scan([utt(0, path="a9.wav", width=0, text="")]))] == [
+        "a9.wav: empty transcript (1 of 1 utterances)"]
+
+
 def test_eval_rules_are_skipped_without_a_training_listing():
     for rule in (sp.EVAL_OVERLAP, sp.EVAL_SPEAKERS):
         assert skipped(rule, scan([utt(0)])) == "no training listing to compare with"
