@@ -283,6 +283,28 @@ def test_rows_of_each_shape_repeat_by_their_training_content():
                                                                "line 4 repeats line 1 exactly"]
 
 
+PREFERENCE = {"prompt": "p", "chosen": "good", "rejected": "bad"}
+ALPACA = {"instruction": "do", "input": "", "output": "done"}
+SHAREGPT = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
+
+
+def test_preference_alpaca_and_sharegpt_rows_repeat_and_overlap_by_their_training_content():
+    subject = scan(PREFERENCE, ALPACA, SHAREGPT, dict(PREFERENCE, id=1), dict(ALPACA, source="x"),
+                   dict(SHAREGPT, id=2), {"prompt": "P", "chosen": "GOOD", "rejected": "bad"})
+    assert [h.message for h in hits(D.DUPLICATE, subject)] == [
+        "line 4 repeats line 1 exactly", "line 5 repeats line 2 exactly", "line 6 repeats line 3 exactly"]
+    assert [h.message for h in hits(D.NEAR_DUPLICATE, subject)] == [
+        "line 7 repeats line 1 up to letter case or whitespace"]
+    assert [h.message for h in hits(D.MIXED, subject)] == [
+        "rows in 3 formats: preference 3 (first line 1), alpaca 2 (first line 2), sharegpt 2 (first line 3)"]
+    evals = scan(SHAREGPT, PREFERENCE, {"instruction": "DO", "input": "", "output": "done"}, name="eval.jsonl")
+    train = D.DatasetContext(train=(scan(ALPACA, PREFERENCE, SHAREGPT),))
+    assert [h.message for h in hits(D.OVERLAP, evals, train)] == [
+        "eval line 1 appears in the training data exactly (train.jsonl:3)",
+        "eval line 2 appears in the training data exactly (train.jsonl:2)",
+        "eval line 3 appears in the training data up to letter case or whitespace (train.jsonl:1)"]
+
+
 ACROSS = D.DatasetContext(earlier_copies=(
     D.EarlierCopy(line=1, path="shard-0.jsonl", file=0, first_line=7, exact=True),
     D.EarlierCopy(line=3, path="dir/shard-1.jsonl", file=2, first_line=0, exact=False),
