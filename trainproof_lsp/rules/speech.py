@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from ..core.model import Hit, Level, Location, Related, Span
-from ..readers.audio import AudioFacts
+from ..readers.audio import AudioFacts, AudioHeader
 from ..readers.speech import SpeechScan, Utterance
 from ._stats import MAD_TO_SIGMA, mad, median
 from .base import Family, NoLimits, Rule, Skip, fmt, times
@@ -132,17 +132,18 @@ UNREADABLE = Rule(id="TP-DATA-UNREADABLE-AUDIO", name="unreadable-audio", level=
                   check=check_unreadable, family=SPEECH, origin="trainproof")
 
 
-def _minority(scan: SpeechScan, what: str, get: Callable[[AudioFacts], int], unit: str) -> Iterator[Hit]:
-    readable = _readable(scan)
-    counts = Counter(get(f) for _, f in readable)
+def _minority(scan: SpeechScan, what: str, get: Callable[[AudioHeader], int], unit: str) -> Iterator[Hit]:
+    # Every readable file has its header (that is what readable means).
+    readable = [(u, f.header) for u, f in _readable(scan) if f.header is not None]
+    counts = Counter(get(h) for _, h in readable)
     if len(counts) < 2:
         return
     # The majority: most files; on a tie, the value the listing meets first.
-    order = {v: i for i, v in reversed(list(enumerate(get(f) for _, f in readable)))}
+    order = {v: i for i, v in reversed(list(enumerate(get(h) for _, h in readable)))}
     major, major_n = max(counts.items(), key=lambda kv: (kv[1], -order[kv[0]]))
-    first = next(u for u, f in readable if get(f) == major)
-    for u, f in readable:
-        v = get(f)
+    first = next(u for u, h in readable if get(h) == major)
+    for u, h in readable:
+        v = get(h)
         if v != major:
             yield Hit(message=f"{_line(u)}: {v} {unit} where {major_n} of {len(readable)} files are {major} {unit} "
                               f"({counts[v]} file(s) at {v} {unit})",
@@ -152,11 +153,11 @@ def _minority(scan: SpeechScan, what: str, get: Callable[[AudioFacts], int], uni
 
 
 def check_sample_rate(scan: SpeechScan, limits: NoLimits, ctx: SpeechContext) -> Iterator[Hit]:
-    return _minority(scan, "sample_rate", lambda f: f.header.sample_rate if f.header else 0, "Hz")
+    return _minority(scan, "sample_rate", lambda h: h.sample_rate, "Hz")
 
 
 def check_channels(scan: SpeechScan, limits: NoLimits, ctx: SpeechContext) -> Iterator[Hit]:
-    return _minority(scan, "channels", lambda f: f.header.channels if f.header else 0, "channel(s)")
+    return _minority(scan, "channels", lambda h: h.channels, "channel(s)")
 
 
 INCONSISTENT_SR_DOC = """An audio file's sample rate differs from the rest of the corpus.
