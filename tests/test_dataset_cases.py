@@ -425,6 +425,24 @@ def test_the_overlaps_are_searched_once_per_eval_scan():
     assert len(first) == 5
 
 
+def test_the_three_eval_rules_share_one_search(monkeypatch):
+    searches = []
+    search = D.find_overlaps
+
+    def counted(scan_: ds.DatasetScan, train: Any) -> tuple[D.Overlap, ...]:
+        searches.append(scan_.path)
+        return search(scan_, train)
+
+    monkeypatch.setattr(D, "find_overlaps", counted)
+    ctx = D.DatasetContext(train=_train())
+    subject = _eval()
+    assert [len(hits(r, subject, ctx)) for r in D.EVAL_RULES] == [5, 1, 1]
+    assert searches == ["eval.jsonl"]
+    # a context of another kind has nowhere to keep it: each rule searches
+    assert [len(hits(r, subject, SimpleNamespace(train=_train()))) for r in D.EVAL_RULES] == [5, 1, 1]
+    assert searches == ["eval.jsonl"] * 4
+
+
 # --- shares: how they print, and each limit on both sides -----------------------------------
 
 @pytest.mark.parametrize("share,limit,said", [
