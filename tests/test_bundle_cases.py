@@ -445,6 +445,8 @@ def test_an_adapter_that_saves_its_embeddings_any_way_is_quiet():
     for settings in others:
         assert len(hits(NEW_TOKENS, new_facts(settings=settings))) == 1, settings
     assert len(hits(NEW_TOKENS, new_facts(tensors=()))) == 1
+    (hit,) = hits(NEW_TOKENS, new_facts(settings={"trainable_token_indices": []}))
+    assert hit.related[0] == Related(location=top(AD), message="modules_to_save None, trainable_token_indices []")
 
 
 def test_new_tokens_skip_with_each_reason():
