@@ -222,7 +222,7 @@ class OutlierLimits:
     min_utterances: int = 20
 
 
-def _outliers(scan: SpeechScan, limits: OutlierLimits, values: list[tuple[Utterance, float]]
+def _outliers(limits: OutlierLimits, values: list[tuple[Utterance, float]]
               ) -> Iterator[tuple[Utterance, float, float, float, float]]:
     """(utterance, value, corpus median, robust z, threshold ratio) of each outlier."""
     if len(values) < limits.min_utterances:
@@ -251,7 +251,7 @@ long utterances on purpose have a wide spread and flag little.
 
 def check_duration_outlier(scan: SpeechScan, limits: OutlierLimits, ctx: SpeechContext) -> Iterator[Hit]:
     values = [(u, d) for u, f in _readable(scan) if (d := duration_of(u, f)) is not None and d > 0]
-    for u, v, med, z, ratio in _outliers(scan, limits, values):
+    for u, v, med, z, ratio in _outliers(limits, values):
         yield Hit(message=f"{_line(u)}: {fmt(v)} s is {times(v / med)} the corpus median {fmt(med)} s "
                           f"(robust z {z:+.1f}; limit {limits.max_z}, i.e. beyond {times(ratio)} either way)",
                   evidence={"line": u.line + 1, "duration": round(v, 4), "median": round(med, 4),
@@ -291,8 +291,8 @@ replies are also fast or slow. Read the line.
 def check_char_rate(scan: SpeechScan, limits: RateLimits, ctx: SpeechContext) -> Iterator[Hit]:
     values = [(u, len(u.text.strip()) / d) for u, f in _readable(scan)
               if u.text.strip() and (d := duration_of(u, f)) is not None and d > 0]
-    for u, v, med, z, ratio in _outliers(scan, OutlierLimits(max_z=limits.max_z, min_spread=limits.min_spread,
-                                                             min_utterances=limits.min_utterances), values):
+    for u, v, med, z, ratio in _outliers(OutlierLimits(max_z=limits.max_z, min_spread=limits.min_spread,
+                                                       min_utterances=limits.min_utterances), values):
         yield Hit(message=f"{_line(u)}: {v:.1f} chars/s is {times(v / med)} the corpus median {med:.1f} chars/s "
                           f"(robust z {z:+.1f}; limit {limits.max_z}): does this transcript belong to this audio?",
                   evidence={"line": u.line + 1, "chars_per_second": round(v, 3), "median": round(med, 3),
