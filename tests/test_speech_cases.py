@@ -728,11 +728,12 @@ def _tok(tokens: Sequence[int], unknown: Sequence[int], facts: dict[str, AudioFa
 
 
 def test_high_oov_counts_unknown_pieces_and_points_at_the_lines_holding_them():
-    s = _tok([50000] * 6, [0, 400, 0, 334, 200, 300])
-    related = tuple(Related(location=place(n), message="transcript with <unk> pieces") for n in (3, 4, 5))
+    # Five lines with <unk> pieces: the first is located, the next three are related places.
+    s = _tok([50000] * 6, [100, 300, 0, 334, 200, 300])
+    related = tuple(Related(location=place(n), message="transcript with <unk> pieces") for n in (1, 3, 4))
     assert hits(sp.HIGH_OOV, s) == [
-        Hit(message="1,234 of 300,000 pieces are <unk> (0.411%) in 4 transcript(s), first line 2; limit 0.100%",
-            evidence={"unknown": 1234, "pieces": 300000, "rate": 0.004113, "line": 2}, location=place(1),
+        Hit(message="1,234 of 300,000 pieces are <unk> (0.411%) in 5 transcript(s), first line 1; limit 0.100%",
+            evidence={"unknown": 1234, "pieces": 300000, "rate": 0.004113, "line": 1}, location=place(0),
             related=related)]
 
 
