@@ -197,9 +197,9 @@ def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float | N
         return ys[i]
     if i == 0 or i == len(xs):
         return None
+    # bisect_left leaves xs[i-1] < x < xs[i] whatever the order of xs (it moves its low end
+    # only past points below x, its high end only onto points at or above it), so x1 > x0.
     x0, x1 = xs[i - 1], xs[i]
-    if x1 <= x0:  # positions out of order (a log whose steps go backwards): nearest point
-        return ys[i]
     return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
 
 
