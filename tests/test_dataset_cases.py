@@ -447,6 +447,7 @@ def test_the_three_eval_rules_share_one_search(monkeypatch):
 
 @pytest.mark.parametrize("share,limit,said", [
     (0.1, 0.1, ("10%", "10%")),
+    (0.125, 0.125, ("12.5%", "12.5%")),       # at a limit that is not a round percentage: written as it is
     (0.0999, 0.1, ("9.99%", "10%")),          # not the limit: never printed as it
     (0.1001, 0.1, ("10.01%", "10%")),
     (0.0996, 0.1, ("9.96%", "10%")),

@@ -439,9 +439,11 @@ def share_text(share: float, limit: float) -> tuple[str, str]:
     share that is not the limit not to print as the limit, nor as 100% when it is not all."""
     lim = next((f"{limit:.{d}%}" for d in range(4) if float(f"{limit * 100:.{d}f}") == round(limit * 100, 6)),
                f"{limit:.4%}")
+    if share == limit:  # at the limit: written as the limit is (12.5%, never "12%" beside "limit 12.5%")
+        return lim, lim
     for d in range(4):
         shown = float(f"{share * 100:.{d}f}")
-        if (share == limit or shown != float(lim[:-1])) and (share == 1 or shown != 100):
+        if shown != float(lim[:-1]) and (share == 1 or shown != 100):
             return f"{share:.{d}%}", lim
     return f"{share:.4%}", lim
 
