@@ -53,8 +53,7 @@ def check_collapse(run: Run, limits: CollapseLimits, ctx: Context) -> Iterator[H
     falls: list[int] = []  # indexes of the points each fall lands on
     for i in range(1, len(values)):
         prev, now = values[i - 1], values[i]
-        if not (prev == prev and now == now):  # NaN: no scale stated
-            continue
+        # a NaN (no scale stated) compares False both ways: neither a growth nor a fall
         if now > prev:
             falls = []
         elif now < prev:
