@@ -793,3 +793,40 @@ def test_each_side_keeps_its_loss_series_names():
         "loss", "loss", "loss", "loss")
     assert p.run.run.path == "run.jsonl" and p.base.run.path == "base.jsonl"
     assert p.run.length == 100.0 and p.run.position(50, "fraction") == 0.5 and p.run.position(50, "step") == 50.0
+
+
+def test_gradnorm_ratio_divides_by_a_baseline_median_other_than_one():
+    p = grad_pair([12.0] * 8, [2.0] * 8)
+    assert whole(check_gradnorm(p, GradnormLimits(), CTX)) == [(
+        "median gradient norm 12 over steps 10-80 is 6.00x the baseline's 2; limit 5.0x",
+        {"run_median": 12.0, "baseline_median": 2.0, "ratio": 6.0}, ("run.jsonl", 7), [])]
+
+
+def test_each_eval_series_needs_two_evals_in_the_common_span_whatever_the_other_holds():
+    # Common span 200-300: the run holds one eval there (300), the baseline three.
+    run_one = eval_pair([1.0, None, 1.0], [None, 1.0, 1.0, 1.0], off=4, k=5)
+    assert skip(check_eval_best, run_one, EvalBestLimits()) == (
+        "the two eval series share too little: run evals at steps 100-300, baseline at 100-200")
+    # Common span 150-300: the run holds two evals there (200, 300), the baseline one (150).
+    base_one = eval_pair([1.0, 1.0, 1.0], [1.0, 1.0], off=14, k=25)
+    assert skip(check_eval_best, base_one, EvalBestLimits()) == (
+        "the two eval series share too little: run evals at steps 100-300, baseline at 150-400")
+
+
+def test_the_last_eval_read_at_a_common_span_of_one_step():
+    steps = list(range(10, 1010, 10))
+    steps[30] = 300
+    evals: list[float | None] = [None] * 100
+    p = pair(run(FLAT, steps=steps, eval_loss=evals[:29] + [2.0, 3.0] + evals[31:]),
+             base(FLAT, steps=steps, eval_loss=evals[:29] + [1.0, 1.0] + evals[31:]))
+    (hit,) = whole(check_eval_end(p, EvalEndLimits(), CTX))
+    assert hit[1] == {"run_last_eval": 3.0, "baseline_eval": 1.0, "ratio": 3.0, "step": 300, "run_best_eval": 2.0,
+                      "run_best_step": 300}
+    assert hit[2] == ("run.jsonl", 30)
+    s = p.summary()
+    assert (s["eval_best_ratio"], s["eval_end_ratio"]) == (2.0, 3.0)
+
+
+def test_the_summary_reads_evals_from_two_in_the_common_span():
+    s = eval_pair([1.0, 2.0], [1.0, 1.0]).summary()
+    assert (s["eval_best_ratio"], s["eval_end_ratio"]) == (1.0, 2.0)
