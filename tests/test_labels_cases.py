@@ -38,7 +38,8 @@ def setting(value: Any, line: int, text: str, path: str = CFG, start: int = 2, e
     return Setting(path=path, line=line, start=start, end=end, value=value, text=text)
 
 
-def span(s: Setting) -> Location:
+def span(s: Setting | None) -> Location:
+    assert s is not None
     return Location(path=s.path, span=Span(s.line, s.start, s.line, s.end))
 
 
