@@ -172,9 +172,10 @@ def check_reward_constant(run: Run, limits: ConstantLimits, ctx: Context) -> Ite
     std_text = ""
     if std is not None:
         finite = std.finite()
-        if len(finite) and max(abs(v) for v in finite.values) > limits.max_spread:
-            return
-        std_text = f" and reward_std 0 at all {len(finite)} of its points"
+        if len(finite):  # a reward_std of NaNs only says nothing of the spread: it is not cited
+            if max(abs(v) for v in finite.values) > limits.max_spread:
+                return
+            std_text = f" and reward_std 0 at all {len(finite)} of its points"
     what = "identically 0" if hi == 0.0 and lo == 0.0 else f"constant at {fmt(hi)}"
     yield Hit(
         message=(f"reward is {what} over {len(values)} logged steps (steps {reward.steps[0]}-{reward.steps[-1]}; "
@@ -419,7 +420,7 @@ def check_length(run: Run, limits: LengthLimits, ctx: Context) -> Iterator[Hit]:
     if cap is not None:
         if end < limits.near_cap * cap:
             return
-        cap_text = f"{end / cap:.0%} of the longest completion logged, {cap:g} tokens (the cap)"
+        cap_text = f"at {end / cap:.0%} of the longest completion logged, {cap:g} tokens (the cap)"
     else:
         clipped = run.get(ob.COMPLETION_CLIPPED_RATIO)
         if clipped is None or not len(clipped.finite()):
@@ -431,7 +432,7 @@ def check_length(run: Run, limits: LengthLimits, ctx: Context) -> Iterator[Hit]:
         cap_text = f"with {c_end:.0%} of completions cut at the cap"
     yield Hit(
         message=(f"mean completion length grows from {fmt(start)} to {fmt(end)} tokens (medians of {w}, steps "
-                 f"{length.steps[0]}-{length.steps[-1]}, trend z {z:.2f}) and ends at {cap_text} (limits: z >= "
+                 f"{length.steps[0]}-{length.steps[-1]}, trend z {z:.2f}) and ends {cap_text} (limits: z >= "
                  f"{limits.min_trend_z:g}, {times(limits.growth)} the start, {limits.near_cap:.0%} of the cap): the policy is "
                  "learning to write longer, not better — check what the reward pays for"),
         evidence={"start_level": start, "end_level": end, "trend_z": z, "cap": cap},
