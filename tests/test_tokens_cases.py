@@ -238,3 +238,10 @@ def test_registry_entries():
         ("TP-PRE-NO-TRAINABLE-TOKENS", "no-trainable-tokens", Level.FAIL, TOKENS, "new"),
         ("TP-PRE-CHAT-TEMPLATE-ERROR", "chat-template-error", Level.FAIL, TEMPLATES, "new")]
     assert TOKENS.kind == TEMPLATES.kind == "dataset"
+
+
+def test_mapped_with_no_row_mapped_is_quiet():
+    # Every line unmapped: nothing is dead, and no share is taken of zero mapped rows.
+    assert no_trainable(lengths([5, 6], trained=[_, _], before=[_, _]), 32) == []
+    assert overflow(lengths([50, 60], trained=[_, _], before=[_, _]), 32) == [over_hit(0, 50, 32, 2),
+                                                                              over_hit(1, 60, 32, 2)]

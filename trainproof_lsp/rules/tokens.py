@@ -151,8 +151,11 @@ def _no_trainable_mapped(lengths: TokenLengths, max_len: int) -> Iterator[Hit]:
     the file, with their count and first lines."""
     assert lengths.trained is not None
     dead = sorted(_dead_lines(lengths, max_len))
+    if not dead:
+        return
+    # A dead row's trained count is 0, so it is mapped: with one, `mapped` is at least 1.
     mapped = sum(1 for t in lengths.trained if t != NOT_COUNTED)
-    share = round(len(dead) / mapped, 6) if mapped else 0.0
+    share = round(len(dead) / mapped, 6)
     before = lengths.before
     masked = [i for i in dead if before is None or before[i] <= 0]
     for line in dead:
