@@ -68,15 +68,18 @@ class AtLn2Limits:
     min_share: float = 0.9
 
 
-def _at_ln2(loss: Series, margins: Series, limits: AtLn2Limits) -> tuple[int, int, float, float] | None:
-    """(points judged, points at ln 2 with margins at 0, median loss, largest |margin|) over
-    the steps both series log, after the first; None when too few."""
+def _at_ln2(loss: Series, margins: Series,
+            limits: AtLn2Limits) -> tuple[int, int, float, float, int, int] | None:
+    """(points judged, points at ln 2 with margins at 0, median loss, largest |margin|, and
+    the loss indices of the first and last point judged) over the steps both series log,
+    after the first; None when too few."""
     at = dict(zip(margins.steps, margins.values))
-    pairs = [(lv, at[s]) for s, lv in zip(loss.steps, loss.values) if s in at][1:]
-    if len(pairs) < limits.min_points:
+    judged = [i for i, s in enumerate(loss.steps) if s in at][1:]
+    if len(judged) < limits.min_points:
         return None
+    pairs = [(loss.values[i], at[loss.steps[i]]) for i in judged]
     inside = sum(1 for lv, m in pairs if abs(lv - LN2) <= limits.loss_band and abs(m) <= limits.margin_band)
-    return len(pairs), inside, median([lv for lv, _ in pairs]), max(abs(m) for _, m in pairs)
+    return len(pairs), inside, median([lv for lv, _ in pairs]), max(abs(m) for _, m in pairs), judged[0], judged[-1]
 
 
 def check_at_ln2(run: Run, limits: AtLn2Limits, ctx: Context) -> Iterator[Hit]:
@@ -85,19 +88,19 @@ def check_at_ln2(run: Run, limits: AtLn2Limits, ctx: Context) -> Iterator[Hit]:
     got = _at_ln2(loss, margins, limits)
     if got is None:
         raise Skip(f"loss and reward margins share fewer than {limits.min_points + 1} logged steps")
-    n, inside, level, top = got
+    n, inside, level, top, first, last = got
     share = inside / n
     if share < limits.min_share:
         return
     yield Hit(
         message=(f"DPO loss stays at ln 2 = {LN2:.4f} (median {level:.4f}) with reward margins at 0 (largest "
-                 f"|margin| {top:.3g}) at {inside} of {n} logged steps after the first (steps {loss.steps[1]}-"
-                 f"{loss.steps[-1]}; limits: loss within {limits.loss_band:g} of ln 2, |margin| <= "
+                 f"|margin| {top:.3g}) at {inside} of {n} logged steps after the first (steps {loss.steps[first]}-"
+                 f"{loss.steps[last]}; limits: loss within {limits.loss_band:g} of ln 2, |margin| <= "
                  f"{limits.margin_band:g}, at {limits.min_share:.0%} of the steps): the policy ranks the pairs no "
                  "differently from its reference — a reference that is the policy itself, a beta far too small, or "
                  "weights that no longer tell the answers apart"),
         evidence={"points": n, "at_ln2": inside, "share": share, "median_loss": level, "max_abs_margin": top},
-        location=run.location(loss.records[1]),
+        location=run.location(loss.records[first]),
         related=(Related(location=run.location(margins.records[-1]),
                          message=f"reward margin {margins.values[-1]:.3g} at the last step {margins.steps[-1]}"),),
     )
