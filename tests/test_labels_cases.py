@@ -597,3 +597,13 @@ def test_shift_labels_longer_than_input_ids_compare_only_what_has_a_next_token()
     row = seq(ids, ids[1:] + [50, 51], 0)
     got = run(DOUBLE_SHIFT, lm_facts(seqs(*(row for _ in range(4)))))
     assert [h.evidence["positions"] for h in got] == [36]
+
+
+def test_shift_an_aligned_row_at_the_match_fraction_votes_aligned():
+    # 99 of 100 labels equal to their own input id is the limit for "aligned" too: beside
+    # three shifted rows that row votes, so 4 rows tell (3 of 4 agree, the limit).
+    ids = list(range(500, 601))
+    near = seq(ids, [99_999] + ids[1:], 9)
+    rows = seqs(*(shifted(12, 20 * k, k) for k in range(3)), near)
+    got = run(DOUBLE_SHIFT, lm_facts(rows))
+    assert [(h.evidence["shifted_rows"], h.evidence["informative_rows"]) for h in got] == [(3, 4)]
