@@ -487,3 +487,17 @@ def test_a_cut_safetensors_file_written_here_is_truncated(tmp_path: Path):
     path.write_bytes(safetensors_bytes({"w": ("F32", (4, 4), b"\0" * 64)})[:-10])
     got = run(TRUNCATED_RULE, read_checkpoint(path))
     assert len(got) == 1 and got[0].location.path == str(path)
+
+
+def test_canonical_weights_pass_over_tensors_of_other_roles_before_the_weights():
+    ts = (tensor("optimizer.state.0.exp_avg", role="optimizer"), tensor("rng", role="rng"), tensor("fc.weight"))
+    assert list(canonical_weights(ckpt(tensors=ts))) == ["fc.weight"]
+
+
+def test_keys_a_shared_name_keeps_every_prefix_even_when_stripping_would_share_more():
+    # `model.a` is on both sides: names are compared as they are, though dropping `model.`
+    # here would also make `a` meet.
+    mine = (tensor("model.a"), tensor("model.b"))
+    got = run(KEYS_RULE, ckpt(tensors=mine, reference=ref(tensor("model.a"), tensor("a"))))
+    assert got[0].evidence == {"missing": 1, "extra": 1, "first_missing": "a", "first_extra": "model.b",
+                               "reference": REF}
