@@ -33,8 +33,10 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     loss = need(run, LOSS, limits.min_points, "loss")
     values = loss.values
     mean = sum(values) / len(values)
-    if max(values) - min(values) > limits.max_rel_spread * abs(mean) * len(values) ** 0.5:
-        return  # the spread is at least the range / sqrt(n): clearly not flat
+    # The spread is at least the range / sqrt(2n) (two points at the ends, the rest at the
+    # mean): a range past limit x sqrt(2n) is not flat without summing the squares.
+    if max(values) - min(values) > limits.max_rel_spread * abs(mean) * (2 * len(values)) ** 0.5:
+        return
     if mean == 0.0:
         raise Skip("the loss is all zeros: reported by TP-ZERO-LOSS")
     spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) / abs(mean)
