@@ -352,6 +352,14 @@ def test_entropy_collapse_must_come_before_half_the_run(values, at):
     assert [h[1]["collapse_step"] for h in hits] == ([10 * at] if at else [])
 
 
+@pytest.mark.parametrize(("n", "w"), [(105, 20), (110, 20)])
+def test_entropy_end_window_is_at_most_twenty_points(n, w):
+    # a fifth of 105 is 21 and of 110 is 22: the window (named in the message) stays at 20
+    values = [2.0, 1.0, 0.1] + ones(n - 23, 0.15) + ones(20, 0.1)
+    ((message, evidence, _, _),) = _hits(rl.check_entropy, grpo(n, entropy=values), rl.EntropyLimits())
+    assert f"(median of the last {w}; limits" in message and evidence["end_level"] == 0.1
+
+
 def test_entropy_end_window_is_a_fifth_of_a_longer_run():
     values = [2.0, 1.0, 0.1] + ones(17, 0.15) + [0.1, 0.1, 0.1, 0.3, 0.3]
     ((message, evidence, line, _),) = _hits(rl.check_entropy, grpo(25, entropy=values), rl.EntropyLimits())
@@ -377,6 +385,9 @@ def test_length_hacking_without_a_max_length_reads_the_clipped_share_over_the_sa
         [(0, "mean completion length 100 at the first step 10")])]
     under = grpo(20, completions__mean_length=RISING, completions__clipped_ratio=ones(16, 0.2) + [0.9, 0.95, 0.85, 0.89])
     assert _hits(rl.check_length, under, rl.LengthLimits()) == []  # median 0.895
+    at = grpo(20, completions__mean_length=RISING, completions__clipped_ratio=ones(16, 0.2) + [0.9, 0.95, 0.85, 0.9])
+    ((message, _, _, _),) = _hits(rl.check_length, at, rl.LengthLimits())  # median 0.9: the limit exactly
+    assert message == _length_text("100", "160", "with 90% of completions cut at the cap")
 
 
 def test_length_hacking_skips_without_anything_that_tells_the_cap():
