@@ -83,6 +83,8 @@ def test_at_ln2_skips_when_the_series_share_too_few_steps():
     assert _skip(pf.check_at_ln2, run_of(loss=ones(8, LN2)), pf.AtLn2Limits()) == "no reward margins in the log"
     assert _skip(pf.check_at_ln2, dpo(ones(5, LN2), ones(8, 0.0)), pf.AtLn2Limits()) == (
         "5 finite loss point(s); this check needs at least 6")
+    assert _skip(pf.check_at_ln2, dpo(ones(8, LN2), ones(5, 0.0) + [NAN] * 3), pf.AtLn2Limits()) == (
+        "5 finite reward margins point(s); this check needs at least 6")
 
 
 def test_at_ln2_leaves_out_the_first_step_wherever_it_stands():
@@ -145,8 +147,10 @@ def test_margins_that_end_above_their_start_by_more_than_two_noises_are_not_flat
     # no trend (a hump), the end 0.1 above the start; the noise is 0 (straight pieces): any rise passes
     margins = [0.0] * 3 + [1.0, 2.0, 3.0, 2.0, 1.0] + [0.1] * 3
     assert _hits(pf.check_margins_flat, dpo(ones(11, 0.69), margins), pf.MarginsFlatLimits()) == []
+    # back to its start exactly, at a noise of 0: a rise of 0 is not above two noises of 0
     level = [0.0] * 3 + [1.0, 2.0, 3.0, 2.0, 1.0] + [0.0] * 3
-    assert [h[1]["rise"] for h in _hits(pf.check_margins_flat, dpo(ones(11, 0.69), level), pf.MarginsFlatLimits())] == [0.0]
+    assert [(h[1]["rise"], h[1]["level_noise"]) for h in _hits(pf.check_margins_flat, dpo(ones(11, 0.69), level),
+                                                                 pf.MarginsFlatLimits())] == [(0.0, 0.0)]
 
 
 # --- TP-PREF-ACC-AT-CHANCE --------------------------------------------------------------------
@@ -178,6 +182,14 @@ def test_accuracy_at_chance_over_the_larger_second_half_of_an_odd_run():
 def test_accuracy_band_either_side_of_one_half(level, fires):
     hits = _hits(pf.check_acc_at_chance, _acc(ones(10, level)), pf.AccLimits())
     assert [h[1]["mean_accuracy"] for h in hits] == ([pytest.approx(level)] if fires else [])
+
+
+def test_accuracy_at_the_edge_of_a_band_wider_than_its_floor():
+    # a second half with mean 0.25 and standard error 0.125: 0.25 from 0.5, the band (two errors) exactly
+    half = [0.0625, 0.0625, 0.0625, 0.375, 0.6875]
+    assert _hits(pf.check_acc_at_chance, _acc(ones(5, 0.6) + half), pf.AccLimits()) == [(
+        _acc_text("0.25", 5, "60-100", "0.25", "0.125"),
+        {"mean_accuracy": 0.25, "band": 0.25, "stderr": 0.125, "points": 5}, 5, [])]
 
 
 def test_accuracy_with_margins_at_zero_is_left_to_at_ln2_and_with_margins_that_moved_is_judged():
@@ -228,11 +240,24 @@ def test_displacement_needs_both_series_to_fall():
     assert _hits(pf.check_displacement, _logps(ones(13, -100.0)), pf.DisplacementLimits()) == []
 
 
+def test_displacement_needs_the_rejected_level_to_fall_not_only_its_trend():
+    # the rejected log-prob falls through its middle (z -3.57) but ends where it started, at a noise of 0
+    chosen = [-100.0] * 4 + [-100.0 - 20.0 * (i + 1) / 16 for i in range(15)] + [-120.0] * 4
+    back = [-100.0] * 3 + [-80.0 - 2.5 * i for i in range(17)] + [-100.0] * 3
+    assert _hits(pf.check_displacement, _logps(chosen, back), pf.DisplacementLimits()) == []
+    falling_too = [-100.0] * 3 + [-80.0 - 2.5 * i for i in range(17)] + [-130.0] * 3
+    assert len(_hits(pf.check_displacement, _logps(chosen, falling_too), pf.DisplacementLimits())) == 1
+
+
 def test_displacement_skips_without_either_series():
     assert _skip(pf.check_displacement, run_of(loss=ones(12), cols={"logps/rejected": REJECTED}),
                  pf.DisplacementLimits()) == "no chosen log-probs in the log"
     assert _skip(pf.check_displacement, run_of(loss=ones(12), cols={"logps/chosen": REJECTED}),
                  pf.DisplacementLimits()) == "no rejected log-probs in the log"
+    assert _skip(pf.check_displacement, _logps(REJECTED[:9], REJECTED), pf.DisplacementLimits()) == (
+        "9 finite chosen log-probs point(s); this check needs at least 10")
+    assert _skip(pf.check_displacement, _logps(REJECTED, REJECTED[:9]), pf.DisplacementLimits()) == (
+        "9 finite rejected log-probs point(s); this check needs at least 10")
 
 
 # --- TP-REWARD-NONFINITE ----------------------------------------------------------------------
