@@ -306,3 +306,22 @@ def test_registry_entries():
         ("TP-MAP-DOUBLE-BOS", "double-bos", Level.WARN, MAP, "new"),
         ("TP-MAP-LENGTHS", "token-map-lengths", Level.INFO, MAP, "new")]
     assert MAP.kind == "dataset"
+
+
+def test_length_stats_percentiles_of_a_hundred_rows_and_the_histogram_up_to_the_max_length():
+    m = token_map(list(range(1, 101)), [1] * 100, max_len=160)
+    s = length_stats(m)
+    assert (s["p50"], s["p95"], s["p99"], s["max"], s["over_max_len"]) == (50, 95, 99, 100, 0)
+    # The bins reach the max length (160: ten tokens wide), not only the longest row.
+    assert s["histogram"] == histogram_text(list(range(0, 170, 10)), [9] + [10] * 9 + [1] + [0] * 5)
+
+
+def test_histogram_of_one_bin_is_at_least_one_token_wide():
+    assert histogram([0], 0, bins=1) == ([0, 1], [1])
+    assert histogram([1], None, bins=1) == ([0, 1], [1])
+
+
+def test_lengths_summary_of_every_second_row_is_a_sample():
+    m = token_map([10, 20], [3, 4], stride=2, sample=2, records=4)
+    assert run(check_lengths, m)[0].message.startswith(
+        "token map of a sample of 2 of 4 rows (--sample 2, every 2th row): loss completion;")

@@ -239,7 +239,8 @@ def percentile(sorted_values: Sequence[int], q: float) -> int:
     """The nearest-rank percentile (q in 0..100) of sorted values."""
     if not sorted_values:
         return 0
-    k = max(0, min(len(sorted_values) - 1, -(-len(sorted_values) * q // 100) - 1))
+    # The rank ceil(n * q / 100) is at most n for q <= 100: only q = 0 needs a floor.
+    k = max(0, -(-len(sorted_values) * q // 100) - 1)
     return sorted_values[int(k)]
 
 
