@@ -160,6 +160,14 @@ def test_a_long_run_needs_a_tenth_of_it_rounded_up(k, fires):
         assert "limits: frac_reward_zero_std >= 0.9 for 11 steps" in hits[0][0]
 
 
+def test_a_stretch_of_one_step_is_found_when_the_limits_allow_it():
+    limits = rl.NoSignalLimits(min_stretch=1, stretch_share=0.0)
+    ((message, evidence, line, _),) = _hits(rl.check_no_signal, grpo(6, frac_reward_zero_std=[0.2, 0.2, 0.95, 0.2, 0.2, 0.2],
+                                                                   reward=ones(6, 0.5)), limits)
+    assert (evidence["stretch_points"], evidence["first_step"], evidence["last_step"], line) == (1, 30, 30, 2)
+    assert "limits: frac_reward_zero_std >= 0.9 for 1 steps" in message
+
+
 def test_no_signal_skips_without_the_share_of_groups():
     assert _skip(rl.check_no_signal, grpo(8), rl.NoSignalLimits()) == "no frac_reward_zero_std in the log"
     assert _skip(rl.check_saturated, grpo(8, frac_reward_zero_std=ones(4, 1.0) + [NAN] * 4), rl.NoSignalLimits()) == (
@@ -209,6 +217,14 @@ def test_the_spread_is_relative_to_the_size_of_the_reward_and_at_least_absolute(
     if fires:
         assert hits[0][0].startswith(f"reward is constant at {level:.4g} over 6 logged steps")
         assert hits[0][0].endswith("limit 1e-09): the reward does not read the completions, so the policy learns nothing")
+
+
+def test_a_spread_of_the_limit_exactly_is_constant():
+    # 1e-9 - 0 is 1e-9 exactly (the check's sums with 0.5 above round): at the limit, not past it
+    ((message, evidence, _, _),) = _hits(rl.check_reward_constant, grpo(6, reward=[0.0] * 5 + [1e-9], reward_std=ones(6, 0.0)),
+                                         rl.ConstantLimits())
+    assert message == _constant_text("constant at 1e-09", "1e-09", " and reward_std 0 at all 6 of its points")
+    assert evidence == {"value": 1e-9, "spread": 1e-9, "points": 6}
 
 
 def test_reward_constant_skips_under_five_points():
