@@ -249,6 +249,16 @@ def test_displacement_needs_the_rejected_level_to_fall_not_only_its_trend():
     assert len(_hits(pf.check_displacement, _logps(chosen, falling_too), pf.DisplacementLimits())) == 1
 
 
+def test_displacement_of_a_run_no_longer_than_its_first_window_has_no_share_to_judge():
+    # limits loosened so that three points fall: nothing comes after the first window of three
+    limits = pf.DisplacementLimits(min_points=3, max_trend_z=-1.0, fall_noise=-1.0)
+    assert _hits(pf.check_displacement, _logps([-100.0, -110.0, -120.0], [-100.0, -110.0, -120.0]), limits) == []
+    # one point more, after the window and below the start: the share is 1
+    ((_, evidence, _, _),) = _hits(pf.check_displacement, _logps([-100.0, -110.0, -120.0, -130.0],
+                                                                 [-100.0, -110.0, -120.0, -130.0]), limits)
+    assert evidence["share_below_start"] == 1.0
+
+
 def test_displacement_skips_without_either_series():
     assert _skip(pf.check_displacement, run_of(loss=ones(12), cols={"logps/rejected": REJECTED}),
                  pf.DisplacementLimits()) == "no chosen log-probs in the log"
