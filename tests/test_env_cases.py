@@ -344,3 +344,16 @@ def test_gpu_precision_ampere_exactly_or_any_ampere_gpu_is_quiet():
     assert run(GPU_PRECISION_RULE, env(precision=ASKS, gpus=(Gpu(name="T4", capability=7.5),
                                                              Gpu(name="A10", capability=8.6)))) == []
     assert len(run(GPU_PRECISION_RULE, env(precision=ASKS, gpus=(Gpu(name="x", capability=7.99),)))) == 2
+
+
+def test_a_relative_import_missing_itself_is_not_needed_by_another():
+    # `.Xlib` missing "Xlib": the module itself (its leading dots aside), whatever letters follow the dots.
+    p = probe(".Xlib", "module-not-found", missing_module="Xlib")
+    assert [h.message for h in run(IMPORT_FAIL_RULE, env(imports_requested=True, probes=(p,)))] == [
+        "import .Xlib: ModuleNotFoundError, no module named 'Xlib'"]
+
+
+def test_mem_short_rounds_its_numbers_to_two_places():
+    assert run(MEM_SHORT_RULE, env(memory_gb=(62.456, 7.123), required_gb=8.0)) == [
+        Hit(message="7.1 GB RAM available, 8 GB required (62.5 GB total)",
+            evidence={"available_gb": 7.12, "required_gb": 8.0, "total_gb": 62.46}, location=FILE)]
