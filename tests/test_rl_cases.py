@@ -104,6 +104,30 @@ def test_the_rise_is_a_share_of_the_size_of_a_negative_start(during, saturated):
     assert (evidence["reward_level"], evidence["reward_start"], evidence["saturated"]) == (during, -1.0, saturated)
 
 
+def test_a_rise_of_the_limit_exactly_is_not_saturation():
+    # 1.25 -> 1.375: a rise of 0.125, 10% of 1.25 exactly (both exact in binary), at a level noise of 0
+    run = grpo(20, frac_reward_zero_std=ones(10, 0.2) + ones(10, 0.95), reward=ones(10, 1.25) + ones(10, 1.375))
+    ((message, evidence, _, _),) = _hits(rl.check_no_signal, run, rl.NoSignalLimits())
+    assert (evidence["reward_level"], evidence["reward_start"], evidence["saturated"]) == (1.375, 1.25, False)
+    assert message.endswith("; the reward over the stretch is 1.375 against 1.25 at the start (median of 4)")
+
+
+def test_a_log_without_a_reward_is_judged_on_its_share_of_groups_alone():
+    run = run_of(loss=ones(10, 0.0), frac_reward_zero_std=ones(4, 0.2) + ones(6, 0.95))
+    assert _hits(rl.check_no_signal, run, rl.NoSignalLimits()) == [(
+        _stretch_text(95, 6, 50, 100, span="10-100"),
+        {"stretch_points": 6, "first_step": 50, "last_step": 100, "median_frac_reward_zero_std": 0.95, "points": 10,
+         "saturated": False}, 4, [(9, "frac_reward_zero_std 0.95 at step 100, the stretch's end")])]
+
+
+def test_the_level_is_the_median_of_the_stretch_alone():
+    # the stretch 0.9-0.94 (median 0.92) is followed by a 0: a median one point longer would be 0.915
+    frac = ones(3, 0.2) + [0.9, 0.91, 0.92, 0.93, 0.94] + [0.0] * 4
+    ((message, evidence, _, _),) = _hits(rl.check_no_signal, grpo(12, frac_reward_zero_std=frac, reward=ones(12, 0.5)),
+                                         rl.NoSignalLimits())
+    assert evidence["median_frac_reward_zero_std"] == 0.92 and message.startswith(_stretch_text(92, 5, 40, 80, "10-120"))
+
+
 def test_the_rise_must_pass_the_rewards_own_level_noise():
     # a reward that swings +-0.5 around 1.0: a rise of 0.2 (20%) is within its noise
     reward = [1.0 + 0.5 * (1 if i % 2 else -1) for i in range(10)] + [1.2 + 0.5 * (1 if i % 2 else -1) for i in range(10)]
