@@ -297,7 +297,9 @@ def test_nonfinite_leaves_the_kl_to_its_own_rule_and_passes_finite_series():
     assert _skip(pf.check_nonfinite, run_of(loss=ones(6), kl=[NAN] * 6), NoLimits()) == (
         "no reward or log-prob series in the log")
     assert _hits(pf.check_nonfinite, run_of(loss=ones(6), reward=ones(6), kl=[NAN] * 6), NoLimits()) == []
-    assert _hits(pf.check_nonfinite, run_of(loss=ones(6), cols={"eval_rewards/margins": [NAN] + ones(5)}), NoLimits()) == [(
+    # a finite series before it does not end the search
+    assert _hits(pf.check_nonfinite, run_of(loss=ones(6), cols={"rewards/margins": ones(6), "logps/chosen": ones(6, -1.0),
+                                                                "eval_rewards/margins": [NAN] + ones(5)}), NoLimits()) == [(
         "eval_rewards/margins is nan at step 10: 1 non-finite point(s) in 1 reward/log-prob series — "
         "eval_rewards/margins (1 of 6)",
         {"series": "eval_rewards/margins", "first_series": "eval_rewards/margins", "first_step": 10, "points": 1}, 0, [])]
