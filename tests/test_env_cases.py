@@ -357,3 +357,9 @@ def test_mem_short_rounds_its_numbers_to_two_places():
     assert run(MEM_SHORT_RULE, env(memory_gb=(62.456, 7.123), required_gb=8.0)) == [
         Hit(message="7.1 GB RAM available, 8 GB required (62.5 GB total)",
             evidence={"available_gb": 7.12, "required_gb": 8.0, "total_gb": 62.46}, location=FILE)]
+
+
+def test_disk_short_rounds_the_free_space_to_two_places():
+    assert run(DISK_SHORT_RULE, env(output_dir="out", disk_probe="/d", disk_free_gb=2.345, checkpoint_gb=2.5)) == [
+        Hit(message="2.3 GB free at /d, 2.5 GB needed (2.5 GB x 1 kept)",
+            evidence={"free_gb": 2.35, "needed_gb": 2.5, "checkpoint_gb": 2.5, "keep": 1}, location=FILE)]
