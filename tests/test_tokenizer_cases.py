@@ -342,6 +342,13 @@ def test_double_bos_needs_the_script_and_the_if_rule_stands_down_for_it():
         if_hit(ADDS, ADD_BOS)]
 
 
+def test_a_script_path_without_a_folder_is_named_as_it_is():
+    bare = Sourced(value="tokenizer(text)", path="train.py", line=0)
+    t = tok(bos=src("<s>"), add_bos=ADD_BOS, chat_template=TPL_BOS)
+    (hit,) = run(check_double_bos, t, TokenizerContext(run=RunSettings(encodes_rendered=bare)))
+    assert "and train.py line 1 encodes" in hit.message and hit.evidence["script_line"] == 1
+
+
 def test_a_posix_script_path_is_named_by_its_file():
     posix = Sourced(value="tokenizer(text)", path="runs/scripts/train.py", line=41)
     t = tok(bos=src("<s>"), add_bos=ADD_BOS, chat_template=TPL_BOS)

@@ -98,11 +98,11 @@ def check_pad_equals_eos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerCo
         return
     pad_id, eos_id = tok.id_of(tok.pad.value), tok.id_of(tok.eos.value)
     if tok.pad.value == tok.eos.value or (pad_id is not None and pad_id == eos_id):
-        shared = eos_id if eos_id is not None else pad_id
+        # Either way the shared id is the EOS's: one text has one id (or none known).
         yield Hit(message=f"pad_token {tok.pad.value!r} is the eos_token {tok.eos.value!r}"
-                          + (f" (id {shared})" if shared is not None else "")
+                          + (f" (id {eos_id})" if eos_id is not None else "")
                           + ": masking padding by id masks every EOS label too",
-                  evidence={"token_id": shared}, location=_at(tok.pad),
+                  evidence={"token_id": eos_id}, location=_at(tok.pad),
                   related=(Related(location=_at(tok.eos), message="eos_token"),))
 
 
@@ -123,8 +123,7 @@ your trainer formats conversations itself.
 
 
 def check_no_template(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
-    conversational = getattr(ctx, "conversational", None)
-    if not conversational:
+    if not ctx.conversational:
         raise Skip("no conversational dataset given with the tokenizer")
     if tok.chat_template is None:
         yield Hit(message="the dataset holds conversations but the tokenizer has no chat_template "
@@ -165,7 +164,7 @@ def check_template_eos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerCont
     tpl = tok.chat_template
     if tpl is None:
         raise Skip(NO_TEMPLATE)
-    if getattr(ctx, "conversational", None) is False:
+    if ctx.conversational is False:
         raise Skip(NOT_CONVERSATIONAL)
     text = tpl.value
     markers = _end_markers(tok)
@@ -238,7 +237,7 @@ def _double_bos(tok: TokenizerFiles) -> tuple[Sourced, Sourced, str] | None:
 
 def check_double_bos(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
     pair = _double_bos(tok)
-    run = getattr(ctx, "run", None)
+    run = ctx.run
     encodes = run.encodes_rendered if run is not None else None
     if pair is None or encodes is None:
         return
@@ -271,7 +270,7 @@ pairing. It is INFO; TP-TOK-DOUBLE-BOS (WARN) fires when a script shows the re-e
 
 def check_double_bos_if(tok: TokenizerFiles, limits: NoLimits, ctx: TokenizerContext) -> Iterator[Hit]:
     pair = _double_bos(tok)
-    run = getattr(ctx, "run", None)
+    run = ctx.run
     if pair is None or (run is not None and run.encodes_rendered is not None):
         return
     tpl, adder, how = pair
@@ -322,7 +321,7 @@ def _args_said(run: RunSettings | None) -> str:
 
 def check_sentinel(tok: TokenizerFiles, limits: SentinelLimits, ctx: TokenizerContext) -> Iterator[Hit]:
     mml = _sentinel(tok, limits)
-    run = getattr(ctx, "run", None)
+    run = ctx.run
     if mml is None or (run is not None and run.max_length_unset):
         return
     yield Hit(message=f"model_max_length is {mml.value:.3g} (>= {limits.sentinel_at:.0e}): the tokenizer does not "
@@ -350,7 +349,7 @@ def check_unset(tok: TokenizerFiles, limits: SentinelLimits, ctx: TokenizerConte
     mml = _sentinel(tok, limits)
     if mml is None:
         return  # a real context length: nothing to look for in the run
-    run = getattr(ctx, "run", None)
+    run = ctx.run
     if run is None or run.args is None:
         raise Skip("no training_args.bin in the folder: whether the run sets a max length is not known")
     if not run.max_length:
