@@ -16,7 +16,7 @@ from trainproof_lsp.core.config import Config
 from trainproof_lsp.core.model import Hit, Run, Series
 from trainproof_lsp.judge.engine import judge_file
 from trainproof_lsp.rules import preference as pf
-from trainproof_lsp.rules._stats import point_noise
+from trainproof_lsp.rules._stats import mann_kendall_z, point_noise
 from trainproof_lsp.rules.base import Context, NoLimits, Skip
 
 from rule_cases.metrics import INF, LN2, NAN, dpo, ones, run_of
@@ -51,9 +51,9 @@ def test_window_levels_are_a_fifth_of_the_run_from_three_to_twenty_points():
     assert pf.window_levels([1.0, 2.0, 3.0])[:3] == (3, 2.0, 2.0)
     assert pf.window_levels([float(i) for i in range(25)])[:3] == (5, 2.0, 22.0)
     assert pf.window_levels([float(i) for i in range(105)])[:3] == (20, 9.5, 94.5)
-    # under four points the noise is the MAD's sigma: |1-2|, |2-2|, |4-2| -> MAD 1
-    w, _, _, noise = pf.window_levels([1.0, 2.0, 4.0])
-    assert noise == pytest.approx(1.4826 / 3 ** 0.5)
+    # under four points the noise is the MAD's sigma: |1-3|, |3-3|, |7-3| -> MAD 2
+    w, _, _, noise = pf.window_levels([1.0, 3.0, 7.0])
+    assert noise == pytest.approx(1.4826 * 2 / 3 ** 0.5)
     # from four points on, the point noise (of second differences), not the MAD's sigma (2.2239)
     assert pf.window_levels([1.0, 2.0, 4.0, 8.0])[3] == pytest.approx(point_noise([1.0, 2.0, 4.0, 8.0]) / 3 ** 0.5)
     assert point_noise([1.0, 2.0, 4.0, 8.0]) == pytest.approx(0.3026345)
@@ -108,6 +108,13 @@ def test_at_ln2_margin_band_and_share_at_their_limits(margins, inside):
         assert hits[0][3] == [(10, f"reward margin {margins[-1]:.3g} at the last step 110")]
 
 
+def test_at_ln2_a_loss_exactly_at_its_band_is_inside():
+    band = abs(0.7 - LN2)  # a band (not the default) that 0.7 meets exactly
+    hits = _hits(pf.check_at_ln2, dpo(ones(11, 0.7), ones(11, 0.0)), pf.AtLn2Limits(loss_band=band))
+    assert [(h[1]["at_ln2"], h[1]["median_loss"]) for h in hits] == [(10, 0.7)]
+    assert _hits(pf.check_at_ln2, dpo(ones(11, 0.7), ones(11, 0.0)), pf.AtLn2Limits(loss_band=band * 0.999)) == []
+
+
 @pytest.mark.parametrize(("offset", "fires"), [(0.0049, True), (-0.0049, True), (0.0051, False), (-0.0051, False)])
 def test_at_ln2_loss_band_either_side_of_ln2(offset, fires):
     hits = _hits(pf.check_at_ln2, dpo(ones(6, LN2) + ones(5, LN2 + offset), ones(11, 0.0)), pf.AtLn2Limits())
@@ -136,6 +143,14 @@ def test_margins_flat_at_zero_is_left_to_at_ln2_up_to_the_band_exactly():
     ((message, evidence, line, _),) = _hits(pf.check_margins_flat, dpo(ones(10, 0.69), [0.01] * 9 + [-0.0101]),
                                             pf.MarginsFlatLimits())
     assert message == _flat_text(10, "10-100", "0.01", "0.01", 3, "0", "0", "-0.72") and line == 9
+
+
+def test_margins_with_a_trend_of_the_limit_exactly_are_not_flat():
+    margins = [0.5, 0.3, 0.6, 0.4, 0.5, 0.3, 0.6, 0.4, 0.5, 0.45, 0.4, 0.7]
+    z = mann_kendall_z(margins)
+    run = dpo(ones(12, 0.69), margins)
+    assert _hits(pf.check_margins_flat, run, pf.MarginsFlatLimits(min_trend_z=z)) == []
+    assert [h[1]["trend_z"] for h in _hits(pf.check_margins_flat, run, pf.MarginsFlatLimits(min_trend_z=z + 1e-9))] == [z]
 
 
 def test_margins_flat_skips_under_ten_points():
@@ -224,6 +239,14 @@ def test_displacement_whole_with_the_share_at_its_limit_exactly():
         {"chosen_start": -100.0, "chosen_end": -120.0, "chosen_trend_z": pytest.approx(-2.5013644),
          "rejected_start": -103.0, "rejected_end": -133.0, "rejected_trend_z": pytest.approx(-4.6976843),
          "share_below_start": 0.6}, 12, [(0, "chosen log-prob -100 at the first step 10")])]
+
+
+def test_displacement_with_a_fall_of_its_trend_limit_exactly_and_its_first_log_prob_cited():
+    chosen = [-99.0] + [-100.0] * 2 + [-100.0 - 2 * i for i in range(1, 8)] + [-115.0] * 3
+    z = mann_kendall_z(chosen)
+    hits = _hits(pf.check_displacement, _logps(chosen), pf.DisplacementLimits(max_trend_z=z))
+    assert [(h[1]["chosen_trend_z"], h[3]) for h in hits] == [(z, [(0, "chosen log-prob -99 at the first step 10")])]
+    assert _hits(pf.check_displacement, _logps(chosen), pf.DisplacementLimits(max_trend_z=z - 1e-9)) == []
 
 
 def test_displacement_counts_points_below_the_start_not_at_it():

@@ -15,6 +15,7 @@ from trainproof_lsp.core.config import Config
 from trainproof_lsp.core.model import Hit, Run
 from trainproof_lsp.judge.engine import judge_file
 from trainproof_lsp.rules import rl
+from trainproof_lsp.rules._stats import mann_kendall_z
 from trainproof_lsp.rules.base import Context, Skip
 
 from rule_cases.metrics import INF, NAN, grpo, nones, ones, run_of, steady
@@ -251,6 +252,13 @@ def test_a_spread_of_the_limit_exactly_is_constant():
     assert evidence == {"value": 1e-9, "spread": 1e-9, "points": 6}
 
 
+@pytest.mark.parametrize("values", [[0.0] * 5 + [5.0], [-5.0] + [0.0] * 5])
+def test_the_spread_is_relative_to_the_larger_magnitude_of_the_two_ends(values):
+    # a limit of 100% (not the default): a spread of 5 between 0 and +-5 is the limit exactly
+    hits = _hits(rl.check_reward_constant, run_of(loss=ones(6, 0.01), reward=values), rl.ConstantLimits(max_spread=1.0))
+    assert [h[1]["spread"] for h in hits] == [5.0]
+
+
 def test_reward_constant_skips_under_five_points():
     assert _skip(rl.check_reward_constant, grpo(6, reward=ones(4, 0.0) + nones(2)), rl.ConstantLimits()) == (
         "4 finite reward point(s); this check needs at least 5")
@@ -436,6 +444,15 @@ def test_length_hacking_skips_without_anything_that_tells_the_cap():
     assert _skip(rl.check_length, grpo(20, completions__mean_length=RISING, completions__clipped_ratio=[NAN] * 20),
                  rl.LengthLimits()) == reason
     assert _skip(rl.check_length, grpo(20), rl.LengthLimits()) == "no completions/mean_length in the log"
+
+
+def test_length_hacking_with_a_trend_of_its_limit_exactly_and_its_first_length_cited():
+    values = [90.0] + RISING[1:]
+    z = mann_kendall_z(values)
+    run = grpo(20, completions__mean_length=values, completions__max_length=ones(20, 170.0))
+    ((message, evidence, line, related),) = _hits(rl.check_length, run, rl.LengthLimits(min_trend_z=z))
+    assert evidence["trend_z"] == z and related == [(0, "mean completion length 90 at the first step 10")]
+    assert _hits(rl.check_length, run, rl.LengthLimits(min_trend_z=z + 1e-9)) == []
 
 
 def test_length_hacking_at_its_limits_exactly():
