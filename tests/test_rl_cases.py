@@ -168,11 +168,12 @@ def test_a_reward_logged_only_before_the_stretch_says_nothing_of_it():
 
 def test_a_stretch_at_the_limits_exactly_and_just_under():
     # 5 points at exactly 0.9 fire; 4 do not; 0.9 less a hair does not
-    assert [e["stretch_points"] for _, e, _, _ in _hits(
-        rl.check_no_signal, grpo(12, frac_reward_zero_std=ones(7, 0.2) + ones(5, 0.9), reward=ones(12, 0.5)), rl.NoSignalLimits())] == [5]
-    assert _hits(rl.check_no_signal, grpo(12, frac_reward_zero_std=ones(8, 0.2) + ones(4, 0.9), reward=ones(12, 0.5)), rl.NoSignalLimits()) == []
-    assert _hits(rl.check_no_signal, grpo(12, frac_reward_zero_std=ones(6, 0.2) + ones(6, 0.8999), reward=ones(12, 0.5)),
-                 rl.NoSignalLimits()) == []
+    def stretch(frac: list[float]) -> list[int]:
+        run = grpo(12, frac_reward_zero_std=frac, reward=ones(12, 0.5))
+        return [e["stretch_points"] for _, e, _, _ in _hits(rl.check_no_signal, run, rl.NoSignalLimits())]
+    assert stretch(ones(7, 0.2) + ones(5, 0.9)) == [5]
+    assert stretch(ones(8, 0.2) + ones(4, 0.9)) == []
+    assert stretch(ones(6, 0.2) + ones(6, 0.8999)) == []
 
 
 @pytest.mark.parametrize(("k", "fires"), [(11, True), (10, False)])
