@@ -895,3 +895,12 @@ def test_nemo_manifest_declared_durations_and_a_coqui_config_beside_it(tmp_path)
          "(1 of 3 files)",
          (Related(location=Location(path=str(tmp_path / "config.json"), span=Span(4, 0, 4, 0)), message="max_audio_len"),))]
     assert hits(sp.OUT_OF_CHARSET, s) == []
+
+
+def test_eval_overlap_names_a_training_utterance_known_by_its_file_once():
+    # a folder layout: the training utterance is its audio file (no listing line)
+    folder = scan([utt(0, audio="/data/alice/a9.wav", path="/data/alice/a9.wav", width=0, speaker="alice",
+                       text="")], path="/data/alice")
+    ev = scan([utt(0, audio="/data/alice/a9.wav", path="/data/eval.json", speaker="alice")], path="/data/eval.json")
+    assert [h.message for h in hits(sp.EVAL_OVERLAP, ev, ctx=SpeechContext(train=(folder,)))] == [
+        "eval line 1 is the same audio file as training a9.wav"]

@@ -670,7 +670,10 @@ def check_eval_overlap(scan: SpeechScan, limits: NoLimits, ctx: SpeechContext) -
         if hit is None and u.text.strip() and (u.speaker, _norm(u.text)) in by_text:
             hit, how = by_text[(u.speaker, _norm(u.text))], "has the speaker and transcript of"
         if hit is not None:
-            yield Hit(message=f"eval {_line(u)} {how} training {hit.path.rsplit('/', 1)[-1]} {_line(hit)}",
+            # a listing's line after its file's name; an utterance known by its file alone, once
+            name, where = hit.path.rsplit("/", 1)[-1], _line(hit)
+            training = name if where == name else f"{name} {where}"
+            yield Hit(message=f"eval {_line(u)} {how} training {training}",
                       evidence={"line": u.line + 1, "train_line": hit.line + 1}, location=at(u),
                       related=(Related(location=at(hit), message="in the training data"),))
 
