@@ -4,12 +4,13 @@ log (judge_run) for the family's whole finding list."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from trainproof_lsp.core.config import Config
-from trainproof_lsp.core.model import Finding, RecordSpans, Run, RunMeta, Series
+from trainproof_lsp.core.model import Finding, Hit, RecordSpans, Run, RunMeta, Series
 from trainproof_lsp.judge.engine import judge_run
 from trainproof_lsp.rules import Context
+from trainproof_lsp.rules.base import Skip
 from trainproof_lsp.rules._stats import point_noise
 
 from . import Expect, FamilyCases, Fires, Quiet, RuleCases, straddle
@@ -45,6 +46,25 @@ def context(run: Run) -> Context:
 
 def report(run: Run) -> list[Finding]:
     return list(judge_run(run, Config()).findings)
+
+
+Check = Callable[[Run, Any, Context], Iterator[Hit]]
+
+
+def hits_of(check: Check, run: Run, limits: Any) -> list[tuple[str, dict[str, Any], int, list[tuple[int, str]]]]:
+    """A check's findings on a run, each as (message, evidence, line, related (line, message))."""
+    return [(h.message, dict(h.evidence), h.location.span.start_line,
+             [(r.location.span.start_line, r.message) for r in h.related])
+            for h in check(run, limits, Context())]
+
+
+def skip_of(check: Check, run: Run, limits: Any) -> str:
+    """The reason a check gives for not judging a run (it must give one)."""
+    try:
+        list(check(run, limits, Context()))
+    except Skip as e:
+        return str(e)
+    raise AssertionError("the check judged the run instead of skipping it")
 
 
 def falling(n: int, start: float = 3.0, end: float = 1.0) -> list[float]:

@@ -134,16 +134,15 @@ UNREADABLE = Rule(id="TP-DATA-UNREADABLE-AUDIO", name="unreadable-audio", level=
 
 def _minority(scan: SpeechScan, what: str, get: Callable[[AudioHeader], int], unit: str) -> Iterator[Hit]:
     # Every readable file has its header (that is what readable means).
-    readable = [(u, f.header) for u, f in _readable(scan) if f.header is not None]
-    counts = Counter(get(h) for _, h in readable)
+    readable = [(u, get(f.header)) for u, f in _readable(scan) if f.header is not None]
+    counts = Counter(v for _, v in readable)
     if len(counts) < 2:
         return
     # The majority: most files; on a tie, the value the listing meets first.
-    order = {v: i for i, v in reversed(list(enumerate(get(h) for _, h in readable)))}
+    order = {v: i for i, (_, v) in reversed(list(enumerate(readable)))}
     major, major_n = max(counts.items(), key=lambda kv: (kv[1], -order[kv[0]]))
-    first = next(u for u, h in readable if get(h) == major)
-    for u, h in readable:
-        v = get(h)
+    first = readable[order[major]][0]  # order holds the first index of each value
+    for u, v in readable:
         if v != major:
             yield Hit(message=f"{_line(u)}: {v} {unit} where {major_n} of {len(readable)} files are {major} {unit} "
                               f"({counts[v]} file(s) at {v} {unit})",
