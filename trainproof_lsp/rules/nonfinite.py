@@ -101,8 +101,8 @@ and are reported as TP-GRAD-OVERFLOW instead.
 
 OVERFLOW_DOC = """Isolated gradient-norm overflows, each followed by finite steps.
 
-What it flags: non-finite gradient norms that are not part of a streak and after which the
-gradient norm and the loss are finite again.
+What it flags: non-finite gradient norms that are not part of a streak (fewer than
+`max_streak` in a row) and after which the gradient norm is finite again.
 Why it matters: with fp16 dynamic loss scaling an overflowing step is skipped and the loss
 scale lowered; a few are expected early in a run, many mean the scale keeps overflowing.
 What it does not mean: not a broken run on its own — it is the scaler doing its job, so
