@@ -1,0 +1,218 @@
+"""The six rules of rules/script.py with their whole findings, at the edges tests/rule_cases/
+does not reach: a value through a constant, each side of each comparison (warmup_ratio 1,
+warmup_steps against max_steps and against the run's length from its dataset, logging_steps
+against both), the defaults that decide (eval_strategy "no", logging_steps 500), the fix that
+keeps the best checkpoint, and each reason a check stands down."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from rule_cases.script import args, script, trainer
+from trainproof_lsp.core.model import Hit
+from trainproof_lsp.readers.script import ScriptFacts
+from trainproof_lsp.rules import Context, Skip
+from trainproof_lsp.rules.base import NoLimits
+from trainproof_lsp.rules.script import (check_best, check_eval, check_fp16_bf16, check_logging, check_warmup,
+                                         check_zero_lr)
+
+Check = Callable[[ScriptFacts, NoLimits, Context], Iterator[Hit]]
+
+
+def hits(check: Check, facts: ScriptFacts) -> list[tuple[str, dict[str, Any], int, list[tuple[int, str]]]]:
+    return [(h.message, dict(h.evidence), h.location.span.start_line,
+             [(r.location.span.start_line, r.message) for r in h.related]) for h in check(facts, NoLimits(), Context())]
+
+
+def skip(check: Check, facts: ScriptFacts) -> str:
+    with pytest.raises(Skip) as skipped:
+        list(check(facts, NoLimits(), Context()))
+    return str(skipped.value)
+
+
+# args(...) writes TrainingArguments( on line 2 (0-based) and one keyword per line from line 4.
+
+
+def test_a_zero_learning_rate_is_found_on_its_keyword():
+    assert hits(check_zero_lr, args(learning_rate="0.0")) == [(
+        "TrainingArguments(learning_rate=0.0) is 0: the optimizer will not move the weights",
+        {"learning_rate": 0.0, "config": "TrainingArguments", "via": ""}, 4, [])]
+    assert hits(check_zero_lr, args(learning_rate="1e-5")) == []
+
+
+def test_a_zero_learning_rate_through_a_constant_names_it():
+    facts = script("""
+        from transformers import TrainingArguments
+        LR = 0
+        args = TrainingArguments(output_dir="o", learning_rate=LR)
+        """)
+    assert hits(check_zero_lr, facts) == [(
+        "TrainingArguments(learning_rate=LR) is 0 (through LR): the optimizer will not move the weights",
+        {"learning_rate": 0.0, "config": "TrainingArguments", "via": "LR"}, 2, [(1, "LR is assigned here")])]
+
+
+@pytest.mark.parametrize("check,keywords,said", [
+    (check_zero_lr, {"learning_rate": "float(os.environ['LR'])"}, "learning_rate=float(os.environ['LR'])"),
+    (check_warmup, {"warmup_steps": "W", "max_steps": "100"}, "warmup_steps=W"),
+    (check_fp16_bf16, {"fp16": "True", "bf16": "X"}, "bf16=X"),
+    (check_logging, {"logging_steps": "L", "max_steps": "100"}, "logging_steps=L"),
+])
+def test_a_value_the_source_does_not_fix_stands_the_check_down(check, keywords, said):
+    assert skip(check, args(**keywords)) == f"not known without running the script: {said}"
+
+
+@pytest.mark.parametrize("check", [check_zero_lr, check_warmup, check_fp16_bf16, check_best, check_logging])
+def test_a_script_without_a_config_call_says_so(check):
+    assert skip(check, script("x = 1\n")) == "no TrainingArguments / SFTConfig-family call in the script"
+
+
+# -- warmup
+
+
+@pytest.mark.parametrize("ratio,fires", [("1.0", True), ("0.99", False)])
+def test_a_warmup_ratio_of_1_spans_the_whole_run(ratio, fires):
+    assert hits(check_warmup, args(warmup_ratio=ratio)) == ([(
+        "warmup_ratio=1.0 is 1 >= 1: warmup spans the whole run", {"warmup_ratio": 1.0, "config": "TrainingArguments"},
+        4, [])] if fires else [])
+
+
+@pytest.mark.parametrize("warmup,max_steps,fires", [("100", "100", True), ("99", "100", False), ("100", "-1", False)])
+def test_warmup_steps_against_max_steps(warmup, max_steps, fires):
+    found = hits(check_warmup, args(warmup_steps=warmup, max_steps=max_steps))
+    assert found == ([(
+        "warmup_steps=100 (100) >= max_steps=100 (100): the learning rate is still warming up when training ends",
+        {"warmup_steps": 100.0, "max_steps": 100.0, "config": "TrainingArguments"}, 4, [(5, "max_steps 100 set here")])]
+        if fires else [])
+
+
+def test_warmup_steps_below_1_are_a_fraction_and_not_judged():
+    assert hits(check_warmup, args(warmup_steps="0.5")) == []
+
+
+ROWS = "".join('{"text": "row %d"}\n' % i for i in range(40))
+LENGTH = "at most 10 steps (1 epoch(s) x 10 steps: 40 rows of data/train.jsonl / batch 4 / accumulation 1, 1 process, assumed)"
+
+
+def _planned(keyword: str) -> ScriptFacts:
+    """A run of 40 rows at batch 4 for one epoch: 10 steps."""
+    return script(f"""
+        from datasets import load_dataset
+        from transformers import TrainingArguments
+        ds = load_dataset("json", data_files="data/train.jsonl")
+        args = TrainingArguments(output_dir="o", num_train_epochs=1, per_device_train_batch_size=4, {keyword})
+        """, files={"data/train.jsonl": ROWS})
+
+
+def test_warmup_steps_against_the_runs_length_from_its_dataset():
+    assert hits(check_warmup, _planned("warmup_steps=10")) == [(
+        f"warmup_steps=10 (10) >= the run's {LENGTH}: the learning rate is still warming up when training ends",
+        {"warmup_steps": 10.0, "planned_steps": 10, "exact": False, "config": "TrainingArguments"}, 3, [])]
+    assert hits(check_warmup, _planned("warmup_steps=9")) == []
+
+
+def test_warmup_steps_without_a_length_are_not_judged():
+    assert hits(check_warmup, args(warmup_steps="10")) == []
+
+
+# -- fp16 and bf16
+
+
+def test_fp16_and_bf16_both_on_is_found_on_the_second():
+    assert hits(check_fp16_bf16, args(fp16="True", bf16="True")) == [(
+        "fp16 and bf16 are both on (fp16=True on line 5; bf16=True on line 6): TrainingArguments raises ValueError "
+        "before training starts", {"fp16": True, "bf16": True, "config": "TrainingArguments"}, 5,
+        [(4, "the other one is turned on here")])]
+    assert hits(check_fp16_bf16, args(bf16="True", fp16="True"))[0][0].startswith(
+        "fp16 and bf16 are both on (bf16=True on line 5; fp16=True on line 6)")
+
+
+@pytest.mark.parametrize("keywords", [{"fp16": "True", "bf16": "False"}, {"fp16": "True"}, {"bf16": "1"}])
+def test_one_precision_is_quiet(keywords):
+    assert hits(check_fp16_bf16, args(**keywords)) == []
+
+
+# -- the best checkpoint
+
+
+def test_one_checkpoint_kept_with_evaluation_on_loses_the_best():
+    facts = args(save_total_limit="1", eval_strategy='"steps"')
+    assert hits(check_best, facts) == [(
+        "save_total_limit=1 with evaluation on (steps) and load_best_model_at_end=unset: each save deletes the "
+        "previous checkpoint, the best one included",
+        {"save_total_limit": 1, "eval_strategy": "steps", "config": "TrainingArguments",
+         "load_best_model_at_end": False}, 4, [(5, 'evaluation is on: "steps"')])]
+    (hit,) = check_best(facts, NoLimits(), Context())
+    assert hit.fix is not None and hit.fix.title == "keep the best checkpoint: load_best_model_at_end=True"
+    assert [(e.span.start_line, e.new_text) for e in hit.fix.edits] == [(5, ", load_best_model_at_end=True")]
+
+
+def test_the_fix_matches_save_strategy_to_an_epoch_evaluation():
+    facts = args(save_total_limit="1", eval_strategy='"epoch"', load_best_model_at_end="False")
+    ((message, *_),) = hits(check_best, facts)
+    assert "load_best_model_at_end=False: each save deletes" in message
+    (hit,) = check_best(facts, NoLimits(), Context())
+    assert hit.fix is not None
+    assert hit.fix.title == "keep the best checkpoint: load_best_model_at_end=True, save_strategy='epoch'"
+    assert [(e.span.start_line, e.new_text) for e in hit.fix.edits] == [(6, "True"), (6, ", save_strategy='epoch'")]
+
+
+@pytest.mark.parametrize("keywords", [
+    {"save_total_limit": "1", "evaluation_strategy": '"epoch"', "load_best_model_at_end": "True"},
+    {"save_total_limit": "2", "eval_strategy": '"steps"'},
+    {"save_total_limit": "1", "eval_strategy": '"no"'},
+    {"save_total_limit": "1"},
+])
+def test_the_best_checkpoint_is_kept_or_there_is_none(keywords):
+    assert hits(check_best, args(**keywords)) == []
+
+
+# -- the eval dataset
+
+
+def test_an_eval_dataset_with_the_default_strategy_is_never_evaluated():
+    assert hits(check_eval, trainer("")) == [(
+        'Trainer gets eval_dataset=held_out but TrainingArguments has evaluation off (eval_strategy "no", the '
+        "default): it is never evaluated",
+        {"eval_strategy": "no", "trainer": "Trainer", "config": "TrainingArguments", "explicit": False}, 3,
+        [(2, 'TrainingArguments without eval_strategy (HF default "no")')])]
+
+
+def test_an_eval_dataset_with_evaluation_turned_off_points_at_the_keyword():
+    assert hits(check_eval, trainer(', eval_strategy="no"')) == [(
+        'Trainer gets eval_dataset=held_out but TrainingArguments has evaluation off (eval_strategy "no"): it is '
+        "never evaluated", {"eval_strategy": "no", "trainer": "Trainer", "config": "TrainingArguments", "explicit": True},
+        3, [(2, 'evaluation is off here: "no"')])]
+    assert hits(check_eval, trainer(', eval_strategy="steps"')) == []
+
+
+def test_the_eval_check_stands_down_with_its_reason():
+    assert skip(check_eval, trainer("", evaluate=True)) == "the script calls .evaluate() itself"
+    assert skip(check_eval, args(max_steps="1")) == "no *Trainer(...) call in the script"
+
+
+# -- the logging interval
+
+
+@pytest.mark.parametrize("every,fires", [("200", True), ("100", False), ("0.5", False)])
+def test_logging_steps_against_max_steps(every, fires):
+    assert hits(check_logging, args(logging_steps=every, max_steps="100")) == ([(
+        "logging_steps=200 (200) > max_steps=100 (100): the run ends before the first loss is logged",
+        {"logging_steps": 200.0, "max_steps": 100.0, "config": "TrainingArguments"}, 4,
+        [(5, "max_steps 100 set here")])] if fires else [])
+
+
+@pytest.mark.parametrize("max_steps,fires", [("499", True), ("500", False)])
+def test_the_default_of_500_against_max_steps(max_steps, fires):
+    assert hits(check_logging, args(max_steps=max_steps)) == ([(
+        "logging_steps unset (default 500) > the run's 499 steps (max_steps=499): the run ends before the first loss "
+        "is logged", {"logging_steps": 500.0, "planned_steps": 499, "exact": True, "config": "TrainingArguments"}, 2,
+        [])] if fires else [])
+
+
+def test_logging_steps_against_the_runs_length_from_its_dataset():
+    assert hits(check_logging, _planned("logging_steps=11")) == [(
+        f"logging_steps=11 > the run's {LENGTH}: the run ends before the first loss is logged",
+        {"logging_steps": 11.0, "planned_steps": 10, "exact": False, "config": "TrainingArguments"}, 3, [])]
+    assert hits(check_logging, _planned("logging_steps=10")) == []
