@@ -1,0 +1,146 @@
+"""The shared statistics (rules/_stats.py) and series views (rules/_views.py) on small inputs
+whose results can be worked out by hand: each median, window, trend score and noise below is
+the number the comment beside it derives."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rule_cases.metrics import run_of
+from trainproof_lsp.rules import Skip
+from trainproof_lsp.rules._stats import (bucket_medians, centred_medians, mad, mann_kendall_z, median, point_noise,
+                                         rolling_levels, window_for)
+from trainproof_lsp.rules._views import (expected_trend_z, is_too_short, judged_on, points_needed, recent_points,
+                                         too_short_reason, trend_series, view_words)
+
+
+def test_median_of_odd_even_and_no_values():
+    assert (median([3, 1, 2]), median([4, 1, 3, 2]), math.isnan(median([]))) == (2, 2.5, True)
+
+
+@pytest.mark.parametrize("n,window", [(10, 3), (50, 5), (500, 20), (35, 3)])
+def test_window_for_is_n_over_the_divisor_clamped(n, window):
+    assert window_for(n, divisor=10, lo=3, hi=20) == window
+
+
+def test_rolling_levels_with_and_without_the_head():
+    # windows of 3 over 5,1,3,2,4: [5] [5,1] [5,1,3] [1,3,2] [3,2,4]
+    assert rolling_levels([5, 1, 3, 2, 4], 3) == [(0, 5), (1, 3.0), (2, 3), (3, 2), (4, 3)]
+    assert rolling_levels([5, 1, 3, 2, 4], 3, head=False) == [(2, 3), (3, 2), (4, 3)]
+    assert rolling_levels([], 3) == []
+
+
+def test_rolling_levels_of_a_long_series_are_strided_and_end_at_the_last_point():
+    # 10 points at most 4 windows: stride 2 (ends 0, 2, 4, 6, 8), then the last window [7, 8, 9]
+    assert rolling_levels(list(range(10)), 3, max_windows=4) == [(0, 0), (2, 1), (4, 3), (6, 5), (8, 7), (9, 8)]
+
+
+def test_bucket_medians():
+    assert bucket_medians([1, 2, 3], 5) == [1, 2, 3]  # shorter than the buckets: itself
+    assert bucket_medians(list(range(10)), 3) == [1, 4, 7.5]  # [0-2] [3-5] [6-9]
+    # 50 points a bucket, 10 of them: 0, 5, ..., 45 -> (20 + 25) / 2
+    assert bucket_medians(list(range(100)), 2, per_bucket=10) == [22.5, 72.5]
+
+
+def test_mann_kendall_z():
+    # four points in order: S = 6, var = 4 x 3 x 13 / 18, z = (6 - 1) / sqrt(var)
+    z = 5 / math.sqrt(4 * 3 * 13 / 18)
+    assert (mann_kendall_z([1, 2, 3, 4]), mann_kendall_z([4, 3, 2, 1])) == (pytest.approx(z), pytest.approx(-z))
+    assert mann_kendall_z([1, 3, 2]) == 0.0  # S = 1, corrected to 0
+    assert mann_kendall_z([1, 1, 1]) == 0.0 and mann_kendall_z([1, 2]) == 0.0
+    # a long series is scored on its bucket medians: 1,000 rising points as 120 in order
+    n = 120
+    assert mann_kendall_z(list(range(1000))) == pytest.approx((n * (n - 1) / 2 - 1) / math.sqrt(n * (n - 1) * (2 * n + 5) / 18))
+
+
+def test_mad():
+    assert mad([1, 2, 3, 4, 100]) == 1  # deviations from 3: 2, 1, 0, 1, 97
+    assert mad([5]) == 0.0
+
+
+def test_point_noise_from_second_differences():
+    # 0,1,0,1,0,1: second differences -2, 2, -2, 2; their MAD is 2
+    assert point_noise([0, 1, 0, 1, 0, 1]) == pytest.approx(1.4826 * 2 / math.sqrt(6))
+    assert point_noise([1, 2, 3, 4, 5]) == 0.0  # a straight line has none
+    assert point_noise([1, 2, 3]) == 0.0  # fewer than 4 points
+    # a long series is strided: 10,002 points of 0,1,... at most 4 differences, stride 2500
+    assert point_noise([i % 2 for i in range(10002)], max_points=4) == 0.0  # every strided difference is -2
+
+
+def test_centred_medians():
+    assert centred_medians([5, 1, 3, 2, 4], 1) == [3.0, 3, 2, 3, 3.0]
+
+
+def test_expected_trend_z():
+    assert expected_trend_z(2, 1.0, 1.0) == 0.0
+    # noiseless: every pair in order, as mann_kendall_z of a sorted series
+    assert expected_trend_z(4, 1.0, 0.0) == pytest.approx(mann_kendall_z([4, 3, 2, 1]) * -1)
+    assert expected_trend_z(10, 0.1, 0.1) == pytest.approx(3.4130, abs=1e-4)
+
+
+def test_points_needed():
+    assert points_needed([1.0] * 12, 10) == (10, 0.0)  # long enough: the minimum
+    assert points_needed([1.0] * 6, 10) == (10, 0.0)  # under SHORT_FLOOR: the minimum
+    assert points_needed([2.0 - 0.1 * i for i in range(8)], 10)[0] == 7  # noiseless fall: from 7
+    needed, noise = points_needed([2.0 + 0.3 * (-1) ** i for i in range(8)], 10)
+    assert (needed, noise) == (10, pytest.approx(1.4826 * 1.2 / math.sqrt(6)))  # noise 0.73: all 10
+
+
+@pytest.mark.parametrize("n,recent", [(100, 10), (12, 3), (4, 3), (13, 4)])
+def test_recent_points_are_ten_or_a_quarter_and_at_least_three(n, recent):
+    assert recent_points(n, 10, 0.25) == recent
+
+
+def test_trend_series_order():
+    epoch = run_of(loss=[1.0] * 12, loss_epoch=[2.0] * 10 + [None] * 2)
+    assert trend_series(epoch, 10).name == "loss_epoch"
+    step = run_of(loss=[1.0] * 12, loss_epoch=[2.0] * 3 + [None] * 9)
+    assert trend_series(step, 10).name == "loss"
+    ev = run_of(loss=[1.0] * 3 + [None] * 9, eval_loss=[2.0] * 12)
+    assert trend_series(ev, 10).name == "eval_loss"
+
+
+def test_too_short_says_how_many_points_there_were():
+    run = run_of(loss=[1.0] * 3 + [None] * 3, eval_loss=[2.0] * 6)
+    assert too_short_reason(run, 10) == ("3 finite loss points and 6 finite eval loss points; the trend checks need "
+                                         "at least 7, up to 10 as the loss's own noise requires")
+    assert too_short_reason(run_of(loss=[1.0]), 10) == ("1 finite loss point; the trend checks need at least 7, up "
+                                                        "to 10 as the loss's own noise requires")
+    assert too_short_reason(run_of(lr=[1.0]), 10).startswith("no finite loss point;")
+    with pytest.raises(Skip):
+        trend_series(run, 10)
+    assert is_too_short(run_of(loss=[1.0] * 12), 10) is None
+
+
+def test_too_short_from_seven_points_says_what_the_noise_needs():
+    run = run_of(loss=[2.0 + 0.3 * (-1) ** i for i in range(8)])
+    assert too_short_reason(run, 10) == (
+        "8 finite loss points; at the loss's own noise (0.726) the trend test reaches z 2 on a fall at its pace, or of "
+        "2%, only from 10 points (the trend checks judge from 7 points when the noise allows, always from 10)")
+    assert is_too_short(run, 10) == too_short_reason(run, 10)
+
+
+def test_view_words():
+    plain = run_of(loss=[1.0, 0.9])
+    assert view_words(plain, plain.series["loss"]) == "train loss per logged point"
+    per_epoch = run_of(loss=[1.0, 0.9, 0.8], epoch=[1.0, 2.0, 3.0])
+    assert view_words(per_epoch, per_epoch.series["loss"]) == "train loss per epoch"
+    skipping = run_of(loss=[1.0, 0.9, 0.8], epoch=[1.0, 3.0, 4.0])
+    assert view_words(skipping, skipping.series["loss"]) == "train loss per step"
+    fractional = run_of(loss=[1.0, 0.9], epoch=[0.5, 1.0])
+    assert view_words(fractional, fractional.series["loss"]) == "train loss per step"
+    both = run_of(loss=[1.0, 0.9], loss_epoch=[1.0, None])
+    assert [view_words(both, both.series[n]) for n in ("loss", "loss_epoch")] == [
+        "train loss per step", "train loss per epoch"]
+    other = run_of(eval_loss=[1.0], grad_norm=[1.0], cols={"loss_part:kl": [0.1]})
+    assert [view_words(other, other.series[n]) for n in ("eval_loss", "grad_norm", "loss_part:kl")] == [
+        "eval loss", "grad norm per logged step", "loss part kl per logged step"]
+
+
+def test_judged_on_names_the_points_and_steps():
+    run = run_of(loss=[1.0, 0.9, 0.8, 0.7])
+    assert judged_on(run, run.series["loss"]) == "judged on the train loss per logged point, points 1-4 of 4 (steps 10-40)"
+    assert judged_on(run, run.series["loss"], 1, 2, window="levels: medians of 3") == (
+        "judged on the train loss per logged point, points 2-3 of 4 (steps 20-30); levels: medians of 3")
