@@ -144,3 +144,40 @@ def test_judged_on_names_the_points_and_steps():
     assert judged_on(run, run.series["loss"]) == "judged on the train loss per logged point, points 1-4 of 4 (steps 10-40)"
     assert judged_on(run, run.series["loss"], 1, 2, window="levels: medians of 3") == (
         "judged on the train loss per logged point, points 2-3 of 4 (steps 20-30); levels: medians of 3")
+
+
+# -- rules/base.py's helpers
+
+
+def test_times_writes_every_ratio_one_way():
+    from trainproof_lsp.rules.base import times
+    assert [times(x) for x in (1.2549, 999.994, 1000.0, 159968.74, -0.001, math.inf, math.nan)] == [
+        "1.25x", "999.99x", "1,000x", "159,969x", "0.00x", "infx", "nanx"]
+
+
+def test_need_says_what_is_missing_or_short():
+    from trainproof_lsp.rules.base import need
+    run = run_of(grad_norm=[1.0, math.nan, 2.0])
+    assert need(run, "grad_norm", 2, "gradient norm").values == [1.0, 2.0]
+    with pytest.raises(Skip, match=r"^2 finite gradient norm point\(s\); this check needs at least 3$"):
+        need(run, "grad_norm", 3, "gradient norm")
+    with pytest.raises(Skip, match=r"^no learning rate in the log$"):
+        need(run, "lr", 1, "learning rate")
+
+
+def test_all_zero_and_whole_series_hit():
+    from trainproof_lsp.rules.base import all_zero, whole_series_hit
+    run = run_of(lr=[0.0, 0.0, 0.0], loss=[0.0, 1.0, 0.0])
+    assert (all_zero(run.series["lr"]), all_zero(run.series["loss"])) == (True, False)
+    hit = whole_series_hit(run, run.series["lr"], "lr is 0 at all {points} points (steps {first_step}-{last_step})")
+    assert (hit.message, dict(hit.evidence), hit.location.span.start_line) == (
+        "lr is 0 at all 3 points (steps 10-30)", {"points": 3, "first_step": 10, "last_step": 30}, 0)
+
+
+def test_a_rules_summary_and_limits():
+    from trainproof_lsp.rules import BY_ID
+    from trainproof_lsp.rules.chance import Limits
+    rule = BY_ID["TP-AT-CHANCE"]
+    assert rule.summary == "The loss stays at ln(C): the model predicts no better than a uniform guess."
+    assert rule.applies_to == "metrics"
+    assert rule.limits_dict(Limits())["min_points"] == 10 and rule.limits_dict(Limits) == {}
