@@ -35,7 +35,12 @@ def write_with(writer: str, out: Path, runs: dict[str, dict[str, Any]]) -> Path:
     if not (WRITERS_DIR / writer).is_dir():  # each writer's package is named as the writer
         _missing(f"{writer} is not installed in {WRITERS_DIR}")
     path = os.pathsep.join([str(WRITERS_DIR)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    env = {**os.environ, "PYTHONPATH": path, "DISABLE_VERSION_CHECK": "1", "OMP_NUM_THREADS": "1"}
+    # A cache of its own beside `out`: a stack (or torch under it) takes locks in the user's
+    # cache, and one a killed process left there must not make a later run wait on it.
+    cache = out.parent / f"{out.name}-cache"
+    env = {**os.environ, "PYTHONPATH": path, "DISABLE_VERSION_CHECK": "1", "OMP_NUM_THREADS": "1",
+           "XDG_CACHE_HOME": str(cache), "HF_HOME": str(cache / "huggingface"),
+           "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions")}
     # A safety net only: the four writers take seconds; the import of a stack is the most of it.
     proc = subprocess.run([sys.executable, str(SCRIPT), writer, str(out)], input=json.dumps(runs),
                           capture_output=True, text=True, env=env, timeout=900)
