@@ -97,3 +97,16 @@ def test_one_train_point_before_the_best_eval_is_its_train_level():
     hit = _fired(_sparse_train({0: 1.5, **{i: 1.2 - 0.004 * (i - 70) for i in range(70, 120)}}))
     assert hit.evidence["train_at_best"] == 1.5
     assert hit.evidence["train_end"] == pytest.approx(1.2 - 0.004 * 47)
+
+
+def test_each_reason_the_overfit_check_stands_down_in_full():
+    from trainproof_lsp.rules import Skip
+    with pytest.raises(Skip) as few:
+        list(check(run_of(loss=[1.0] * 4, eval_loss=[1.0, 1.1, 1.2, 1.3]), Limits(), Context()))
+    assert str(few.value) == "4 finite eval loss point(s); this check needs at least 5"
+    with pytest.raises(Skip) as none:
+        list(check(run_of(eval_loss=[1.0, 0.9, 0.8, 1.0, 1.1, 1.2]), Limits(), Context()))
+    assert str(none.value) == "no train loss to compare the eval curve with"
+    with pytest.raises(Skip) as no_evals:
+        list(check(run_of(loss=[1.0] * 6), Limits(), Context()))
+    assert str(no_evals.value) == "no eval loss in the log"
