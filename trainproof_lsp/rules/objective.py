@@ -115,10 +115,9 @@ def too_short_for_rewards(run: Run) -> tuple[str, int | None] | None:
     if got is None or got[0] is not RL:
         return None
     reward = run.get(ob.REWARD)
-    finite = reward.finite() if reward is not None else None
-    n = len(finite) if finite is not None else 0
+    assert reward is not None  # objective_of tells an RL run by its reward series
+    n = len(reward.finite())
     if n >= RL_MIN_POINTS:
         return None
-    last = reward.records[-1] if reward is not None else None
     return (f"too short to judge the rewards: {n} finite reward point(s); the TP-RL-* checks need "
-            f"{RL_MIN_POINTS} (the loss checks stand down for an RL run)", last)
+            f"{RL_MIN_POINTS} (the loss checks stand down for an RL run)", reward.records[-1])
