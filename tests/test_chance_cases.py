@@ -162,3 +162,61 @@ def test_each_limit_of_the_chance_band(values, fires):
 
 def test_without_the_number_of_classes_only_a_constant_is_judged():
     assert acc_hits(_evals([0.48, 0.52, 0.5, 0.47, 0.59]), Context()) == []
+
+
+# The band's edges computed as the check computes them: a level exactly on an edge is in.
+LO, HI = LN2 - 0.03 * LN2, LN2 + 0.03 * LN2
+
+
+@pytest.mark.parametrize("edge,words", [(LO, "0.6724"), (HI, "0.7139")])
+def test_a_level_exactly_on_an_edge_of_the_band_is_in_it(edge, words):
+    ((message, evidence, _, _),) = hits(run_of(loss=[edge] * 12))
+    assert message.startswith(f"loss stays at {words}, within 3.0% of ln(2)") and evidence["points"] == 12
+
+
+@pytest.mark.parametrize("before,edge", [([2.0, 1.5, 1.0], LO), ([0.2, 0.3, 0.4], HI)])
+def test_a_stay_starts_at_a_point_exactly_on_an_edge(before, edge):
+    # the first in-band window is [1.0, edge, edge] (or [0.4, ...]); its first in-band point is the edge at row 3
+    ((_, evidence, line, _),) = hits(run_of(loss=before + [edge] * 10))
+    assert (evidence["step"], evidence["points"], line) == (40, 10, 3)
+
+
+def test_a_lone_high_first_point_is_inside_the_first_windows_level():
+    # levels are medians of full windows: [5.0, ln 2, ln 2] is at ln 2, so the stay is the whole log
+    ((message, evidence, line, _),) = hits(run_of(loss=[5.0] + [LN2] * 11))
+    assert "for the whole log (12 of 12 points" in message and (evidence["step"], line) == (10, 0)
+
+
+def test_a_stay_whose_first_window_is_the_second_starts_inside_it():
+    # levels: [5, ln2, 5] -> 5 (out), [ln2, 5, ln2] -> ln 2 (in), ...: the stay starts at row 1
+    ((message, evidence, line, _),) = hits(run_of(loss=[5.0, LN2, 5.0] + [LN2] * 9))
+    assert "from step 20 to the end (11 of 12 points" in message and line == 1
+
+
+def test_a_point_in_the_band_before_the_first_in_band_window_is_not_the_start():
+    # the first in-band window ends at row 5 ([5, ln2, ln2]); the ln 2 at row 1 lies before it
+    ((message, evidence, line, _),) = hits(run_of(loss=[2.0, LN2, 5.0, 5.0] + [LN2] * 10))
+    assert "from step 50 to the end (10 of 14 points" in message and (evidence["step"], line) == (50, 4)
+
+
+def test_a_long_log_is_judged_on_medians_of_at_most_20_points():
+    ((message, *_),) = hits(run_of(loss=[LN2] * 220))
+    assert "(220 of 220 points, steps 10-2200;" in message and "3 spreads of a 20-point median" in message
+
+
+TEN = Context(num_classes=10, num_classes_source="--num-classes")
+
+
+def test_an_eval_accuracy_exactly_005_from_chance_is_near_it():
+    # 0.1 - 0.05 is exactly 0.05 in binary floating point: on the margin, which is near
+    run = run_of(loss=[math.log(10)] * 12, eval_accuracy=[None] * 11 + [0.05])
+    ((message, evidence, _, _),) = hits(run, TEN)
+    assert message.endswith("; eval accuracy 0.05 at step 120 is near chance 1/10 = 0.1")
+    assert evidence["accuracy_at_chance"] is True
+
+
+def test_a_median_eval_accuracy_exactly_005_from_chance_is_at_chance():
+    assert acc_hits(_evals([0.04, 0.05, 0.05, 0.06, 0.05]), TEN) == [(
+        "eval accuracy (5 evals, steps 10-50) has median 0.05 and best 0.06: at chance 1/10 = 0.1 (limits: median "
+        "within 0.05 of it, no eval 0.1 above it; classes from --num-classes)",
+        {"median_accuracy": 0.05, "best_accuracy": 0.06, "chance_accuracy": 0.1, "num_classes": 10, "evals": 5}, 4)]
