@@ -6,6 +6,7 @@ crawl at ln(C) from 20 points, the learning rate at 1e-7, and a jump in the last
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -233,3 +234,108 @@ def test_a_learning_rate_of_1e_7_needs_a_significant_fall(lr, fires):
 
 def test_a_significant_fall_at_1e_7_is_learning():
     assert hits(run_of(loss=[2.0 - 0.05 * i for i in range(12)], lr=[1e-7] * 12)) == []
+
+
+# -- exact limits and the paths a first mutation run found untested
+
+
+def test_a_long_log_has_levels_of_at_most_20_points():
+    ((message, _, line),) = hits(run_of(loss=[2.0] * 110))
+    assert message.endswith("levels: start the higher median of the first 10 and first 20 points, end the median "
+                            "of the last 20") and line == 109
+
+
+def test_a_loss_at_0_throughout_did_not_fall():
+    ((message, evidence, _),) = hits(run_of(loss=[0.0] * 12))
+    assert message.startswith("loss level went from 0 to 0 over steps 10-120 (12 points; -0.0%;")
+    assert evidence["drop"] == 0.0
+
+
+def test_a_steady_fall_of_exactly_half_a_percent_is_learning():
+    # levels 200 -> 199: a drop of 1/200, exactly the negligible_drop of 0.005, with a falling trend
+    values = [200.2, 200.0, 199.9] + [199.9 - 0.08 * i for i in range(1, 10)] + [199.1, 199.0, 198.8]
+    assert hits(run_of(loss=values)) == []
+
+
+def test_a_trendless_fall_of_exactly_2_percent_is_learning():
+    # levels 50 -> 49 (exactly min_drop), no trend, no noise to hide it in
+    assert hits(run_of(loss=[50.0] * 3 + [52.0] * 6 + [49.0] * 3)) == []
+
+
+def test_a_fall_of_exactly_2_percent_inside_its_noise_names_the_noise():
+    values = [50.0, 50.5, 49.5, 50.1, 50.7, 49.3, 50.5, 51.4, 50.6, 49.0, 48.5, 49.5]
+    ((message, evidence, _),) = hits(run_of(loss=values))
+    assert message == (
+        "loss level went from 50 to 49 over steps 10-120 (12 points; -2.0%; limit: a fall of at least 2%); no "
+        "downward trend (z -0.62 > -1.0) and a fall of 1.97 level noises (limit 2.0; level noise 0.5067); "
+        f"{WINDOWS_12}")
+    assert evidence["drop"] == 0.02
+
+
+def test_a_level_that_came_back_to_its_start_with_a_falling_rank_trend_did_not_fall():
+    values = [2.1, 2.0, 1.9, 2.21, 2.13, 2.1, 2.13, 2.09, 1.86, 2.1, 2.0, 1.9]
+    ((message, evidence, _),) = hits(run_of(loss=values))
+    assert "(12 points; -0.0%; limit: a fall of at least 2%); the level did not fall;" in message
+    assert evidence["drop"] == 0.0 and evidence["trend_z"] < -1.0
+
+
+def test_fourteen_points_keep_a_head_of_ten_that_clears_a_jump_at_the_end():
+    # the last quarter (4 points) set aside leaves 10, enough to judge: they fell
+    assert hits(run_of(loss=[2.0 - 0.05 * i for i in range(10)] + [2.5] * 4)) == []
+
+
+@pytest.mark.parametrize("first,resumed", [(5, True), (4, False)])
+def test_a_log_every_step_is_resumed_past_step_4(first, resumed):
+    run = run_of(loss=[2.0] * 12, first=first, every=1)
+    if resumed:
+        assert skip(run) == RESUMED.format(5)
+    else:
+        assert hits(run)[0][0].startswith("loss level went from 2 to 2 over steps 4-15 ")
+
+
+def test_the_logging_interval_the_log_states_decides_a_resumption():
+    run = run_of(loss=[2.0] * 12)  # first step 10: resumed when the log logs every step
+    every_step = dataclasses.replace(run, meta=dataclasses.replace(run.meta, logging_steps=1))
+    assert skip(every_step) == RESUMED.format(10)
+    assert len(hits(run)) == 1
+
+
+def test_two_classes_name_ln2_as_the_classes():
+    two = Context(num_classes=2, num_classes_source="config.json")
+    ((message, _, _),) = hits(run_of(loss=[LN2] * 5), two)
+    assert "+0.00% from ln(2) (classes from config.json) = 0.6931 (limit 1%)" in message
+    ((crawl, evidence, _),) = hits(run_of(loss=[LN2 * (1.05 - 0.001 * i) for i in range(20)]), two)
+    assert crawl.startswith("loss crawls at a uniform guess: level 0.7271 -> 0.7157 over steps 10-200")
+    assert evidence["num_classes"] == 2
+
+
+@pytest.mark.parametrize("epoch", [[3.0] * 3 + [None] * 2, [3.0, 2.0, 3.0, 2.0, 3.0]])
+def test_a_per_epoch_loss_too_short_or_not_frozen_leaves_the_per_step_one_to_judge(epoch):
+    ((message, evidence, _),) = hits(run_of(loss=[LN2] * 5, loss_epoch=epoch))
+    assert message.startswith("loss is 0.6931 at all 5 points") and evidence["series"] == "loss"
+
+
+def test_a_learning_rate_with_no_finite_value_is_no_learning_rate():
+    ((message, evidence, _),) = hits(run_of(loss=[2.0] * 12, lr=[math.nan] * 12))
+    assert message.startswith("loss level went from 2 to 2") and "max_lr" not in evidence
+
+
+def test_the_later_evals_median_leaves_out_only_the_first():
+    evals = [1.0, 1.3, 1.1, 1.1, 1.1, 1.1, 1.3, 1.3, 1.3, 1.3, 1.1, 1.3]
+    ((message, evidence, _),) = hits(_evals(evals))
+    assert "and their median 1.3 is +30.0% worse (limit 10%)" in message and evidence["median_later_eval"] == 1.3
+
+
+@pytest.mark.parametrize("best,fires", [(49.0, False), (49.01, True)])
+def test_an_eval_exactly_2_percent_under_the_first_is_an_improvement(best, fires):
+    found = hits(_evals([50.0, best] + [60.0] * 10))
+    assert [m for m, _, _ in found] == ([
+        "eval loss never improved on its first value 50 (step 10): the best of the next 11 evals is 49.01 (-2.0%; "
+        "limit: a fall of at least 2%) and their median 60 is +20.0% worse (limit 10%); the train loss is too short "
+        "to judge"] if fires else [])
+
+
+def test_a_resumed_run_exactly_half_a_percent_worse_did_not_get_worse():
+    # levels 200 -> 201: -1/200, exactly -negligible_drop, with a rising trend
+    values = [199.9, 200.0, 200.05] + [200.05 + 0.09 * i for i in range(1, 10)] + [200.95, 201.0, 201.1]
+    assert skip(run_of(loss=values, first=1000)) == RESUMED.format(1000)

@@ -257,8 +257,9 @@ def check(run: Run, limits: Limits, ctx: Context) -> Iterator[Hit]:
     elif _no_fall(values, limits) and _no_fall_before_the_end(values, limits):
         noise = _level_noise(values, w)
         if z > limits.max_trend_z and start - end < limits.fall_noise * noise and drop >= limits.min_drop:
+            # noise > 0 here: the level fell (drop >= min_drop) by less than fall_noise noises
             why = (f"no downward trend (z {z:.2f} > {limits.max_trend_z}) and a fall of "
-                   f"{(start - end) / noise if noise else 0.0:.2f} level noises (limit {limits.fall_noise}; "
+                   f"{(start - end) / noise:.2f} level noises (limit {limits.fall_noise}; "
                    f"level noise {fmt(noise)})")
         elif z > limits.max_trend_z:
             why = f"no downward trend (z {z:.2f} > {limits.max_trend_z})"
