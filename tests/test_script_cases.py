@@ -216,3 +216,93 @@ def test_logging_steps_against_the_runs_length_from_its_dataset():
         f"logging_steps=11 > the run's {LENGTH}: the run ends before the first loss is logged",
         {"logging_steps": 11.0, "planned_steps": 10, "exact": False, "config": "TrainingArguments"}, 3, [])]
     assert hits(check_logging, _planned("logging_steps=10")) == []
+
+
+# -- what a first mutation run left: constants, one-step runs, several configs, the fix's edits
+
+
+def test_warmup_values_through_constants_relate_their_assignments():
+    facts = script("""
+        from transformers import TrainingArguments
+        W = 100
+        R = 1.0
+        args = TrainingArguments(output_dir="o", warmup_steps=W, max_steps=100, warmup_ratio=R)
+        """)
+    assert hits(check_warmup, facts) == [
+        ("warmup_ratio=R is 1 >= 1: warmup spans the whole run", {"warmup_ratio": 1.0, "config": "TrainingArguments"},
+         3, [(2, "R is assigned here")]),
+        ("warmup_steps=W (100) >= max_steps=100 (100): the learning rate is still warming up when training ends",
+         {"warmup_steps": 100.0, "max_steps": 100.0, "config": "TrainingArguments"}, 3,
+         [(3, "max_steps 100 set here"), (1, "W is assigned here")])]
+
+
+def test_one_warmup_step_covers_a_run_of_one_step():
+    facts = script("""
+        from datasets import load_dataset
+        from transformers import TrainingArguments
+        ds = load_dataset("json", data_files="data/train.jsonl")
+        args = TrainingArguments(output_dir="o", num_train_epochs=1, per_device_train_batch_size=4, warmup_steps=1)
+        """, files={"data/train.jsonl": "".join('{"text": "row %d"}\n' % i for i in range(4))})
+    ((message, evidence, _, _),) = hits(check_warmup, facts)
+    assert message.startswith("warmup_steps=1 (1) >= the run's at most 1 steps (1 epoch(s) x 1 steps: 4 rows")
+    assert evidence["planned_steps"] == 1
+    assert [m for m, *_ in hits(check_warmup, args(warmup_steps="1", max_steps="1"))] == [
+        "warmup_steps=1 (1) >= max_steps=1 (1): the learning rate is still warming up when training ends"]
+
+
+def test_max_steps_of_0_is_no_length_to_exceed():
+    assert hits(check_warmup, args(warmup_steps="5", max_steps="0")) == []
+    assert hits(check_logging, args(logging_steps="1", max_steps="0")) == []
+    assert [m for m, *_ in hits(check_logging, args(logging_steps="2", max_steps="1"))] == [
+        "logging_steps=2 (2) > max_steps=1 (1): the run ends before the first loss is logged"]
+
+
+def _two(first: str, second: str) -> ScriptFacts:
+    return script(f"""
+        from transformers import TrainingArguments
+        a = TrainingArguments(output_dir="o", {first})
+        b = TrainingArguments(output_dir="p", {second})
+        """)
+
+
+@pytest.mark.parametrize("check,known,unknown", [
+    (check_warmup, "warmup_steps=10, max_steps=100", "warmup_steps=W, max_steps=100"),
+    (check_logging, "logging_steps=10, max_steps=100", "logging_steps=L, max_steps=100"),
+    (check_zero_lr, "learning_rate=1e-5", "learning_rate=LR"),
+    (check_fp16_bf16, "fp16=True, bf16=False", "fp16=X, bf16=True"),
+])
+def test_a_config_the_source_decides_is_judged_beside_one_it_does_not(check, known, unknown):
+    # the second call alone stands the check down; the first one decides it
+    assert hits(check, _two(known, unknown)) == []
+    with pytest.raises(Skip):
+        list(check(_two(unknown, unknown), NoLimits(), Context()))
+
+
+def test_a_finding_in_one_config_is_kept_beside_an_unknown_one():
+    assert [m for m, *_ in hits(check_zero_lr, _two("learning_rate=0.0", "learning_rate=LR"))] == [
+        "TrainingArguments(learning_rate=0.0) is 0: the optimizer will not move the weights"]
+    ((message, _, line, _),) = hits(check_fp16_bf16, _two("fp16=True, bf16=True", "fp16=X, bf16=True"))
+    assert message.startswith("fp16 and bf16 are both on (fp16=True on line 2; bf16=True on line 2)") and line == 1
+
+
+def _best_fix(**keywords: str) -> tuple[str, list[tuple[int, int, str]]] | None:
+    (hit,) = check_best(args(save_total_limit="1", **keywords), NoLimits(), Context())
+    if hit.fix is None:
+        return None
+    return hit.fix.title, [(e.span.start_line, e.span.start_char, e.new_text) for e in hit.fix.edits]
+
+
+def test_the_best_checkpoint_fix_edits_save_strategy_as_the_call_has_it():
+    # both keywords absent: one insertion after the last keyword
+    assert _best_fix(eval_strategy='"epoch"') == (
+        "keep the best checkpoint: load_best_model_at_end=True, save_strategy='epoch'",
+        [(5, 25, ", load_best_model_at_end=True, save_strategy='epoch'")])
+    # save_strategy already the eval strategy (in any case): only load_best_model_at_end
+    assert _best_fix(eval_strategy='"epoch"', save_strategy='"EPOCH"') == (
+        "keep the best checkpoint: load_best_model_at_end=True", [(6, 25, ", load_best_model_at_end=True")])
+    # save_strategy another value: its value is replaced where it is
+    assert _best_fix(eval_strategy='"steps"', save_strategy='"epoch"') == (
+        "keep the best checkpoint: load_best_model_at_end=True, save_strategy='steps'",
+        [(6, 25, ", load_best_model_at_end=True"), (6, 18, "'steps'")])
+    # save_strategy not known without running the script: no fix
+    assert _best_fix(eval_strategy='"epoch"', save_strategy="S") is None
