@@ -95,14 +95,20 @@ def test_a_flat_loss_has_no_downward_trend():
         {"start_level": 2.0, "end_level": 2.0, "drop": 0.0, "trend_z": 0.0, "level_noise": 0.0}, 11)]
 
 
-def test_a_fall_within_two_level_noises_and_no_trend_is_no_fall():
-    values = [1.987, 2.228, 1.883, 1.733, 2.043, 2.1, 2.065, 2.086, 1.992, 1.921, 1.898, 1.98]
+@pytest.mark.parametrize("values,levels,fall,drop", [
+    ([1.987, 2.228, 1.883, 1.733, 2.043, 2.1, 2.065, 2.086, 1.992, 1.921, 1.898, 1.98],
+     "from 1.987 to 1.921 over steps 10-120 (12 points; -3.3%;", "a fall of 1.36 level noises (limit 2.0; level noise "
+     "0.04857)", 0.066 / 1.987),
+    # exactly min_drop (50 -> 49), inside its noise
+    ([50.0, 50.5, 49.5, 50.1, 50.7, 49.3, 50.5, 51.4, 50.6, 49.0, 48.5, 49.5],
+     "from 50 to 49 over steps 10-120 (12 points; -2.0%;", "a fall of 1.97 level noises (limit 2.0; level noise 0.5067)",
+     0.02),
+])
+def test_a_fall_within_two_level_noises_and_no_trend_is_no_fall(values, levels, fall, drop):
     ((message, evidence, _),) = hits(run_of(loss=values))
-    assert message == (
-        "loss level went from 1.987 to 1.921 over steps 10-120 (12 points; -3.3%; limit: a fall of at least 2%); no "
-        "downward trend (z -0.62 > -1.0) and a fall of 1.36 level noises (limit 2.0; level noise 0.04857); "
-        f"{WINDOWS_12}")
-    assert evidence["drop"] == pytest.approx(0.066 / 1.987)
+    assert message == (f"loss level went {levels} limit: a fall of at least 2%); no downward trend (z -0.62 > -1.0) "
+                       f"and {fall}; {WINDOWS_12}")
+    assert evidence["drop"] == pytest.approx(drop)
 
 
 def test_a_level_that_rose_did_not_fall():
@@ -260,16 +266,6 @@ def test_a_steady_fall_of_exactly_half_a_percent_is_learning():
 def test_a_trendless_fall_of_exactly_2_percent_is_learning():
     # levels 50 -> 49 (exactly min_drop), no trend, no noise to hide it in
     assert hits(run_of(loss=[50.0] * 3 + [52.0] * 6 + [49.0] * 3)) == []
-
-
-def test_a_fall_of_exactly_2_percent_inside_its_noise_names_the_noise():
-    values = [50.0, 50.5, 49.5, 50.1, 50.7, 49.3, 50.5, 51.4, 50.6, 49.0, 48.5, 49.5]
-    ((message, evidence, _),) = hits(run_of(loss=values))
-    assert message == (
-        "loss level went from 50 to 49 over steps 10-120 (12 points; -2.0%; limit: a fall of at least 2%); no "
-        "downward trend (z -0.62 > -1.0) and a fall of 1.97 level noises (limit 2.0; level noise 0.5067); "
-        f"{WINDOWS_12}")
-    assert evidence["drop"] == 0.02
 
 
 def test_a_level_that_came_back_to_its_start_with_a_falling_rank_trend_did_not_fall():
