@@ -181,3 +181,37 @@ def test_a_rules_summary_and_limits():
     assert rule.summary == "The loss stays at ln(C): the model predicts no better than a uniform guess."
     assert rule.applies_to == "metrics"
     assert rule.limits_dict(Limits())["min_points"] == 10 and rule.limits_dict(Limits) == {}
+
+
+# -- what a first mutation run of rules/_stats.py left
+
+
+def test_the_smallest_inputs_each_statistic_scores():
+    # three points in order: S = 3, var = 3 x 2 x 11 / 18, z = (3 - 1) / sqrt(var)
+    assert mann_kendall_z([1, 2, 3]) == pytest.approx(2 / math.sqrt(3 * 2 * 11 / 18))
+    assert mad([1, 3]) == 1  # deviations 1, 1 from the median 2
+    # four points 0,1,0,1: second differences -2, 2; their MAD is 2
+    assert point_noise([0, 1, 0, 1]) == pytest.approx(1.4826 * 2 / math.sqrt(6))
+
+
+def test_rolling_levels_of_a_series_shorter_than_its_window():
+    assert rolling_levels([5, 1], 3, head=False) == [(1, 3.0)]
+    # strided windows that miss the last point: the last level is the median of the whole series
+    assert rolling_levels([9, 0, 1, 2, 3, 4, 5, 6, 7, 8], 20, max_windows=4)[-1] == (9, 4.5)
+
+
+def test_rolling_levels_keep_to_1000_windows():
+    assert len(rolling_levels(list(range(2000)), 3)) == 1001  # stride 2: 1000 windows and the last point
+
+
+def test_bucket_strides_are_taken_within_each_bucket():
+    # 128 squares in one bucket of at most 64 points: every other one, i = 0, 2, ..., 126
+    assert bucket_medians([i * i for i in range(128)], 1) == [(62 ** 2 + 64 ** 2) / 2]
+    # the second bucket of 50: stride 5 from i = 50 (50, 55, ..., 95), not a stride from the whole series
+    assert bucket_medians([i * i for i in range(100)], 2, per_bucket=10)[1] == (70 ** 2 + 75 ** 2) / 2
+
+
+def test_point_noise_keeps_to_4000_differences():
+    # 8,002 points of 0,1,...: stride 2 takes every odd point, whose second differences are all -2
+    assert point_noise([i % 2 for i in range(8002)]) == 0.0
+    assert point_noise([i % 2 for i in range(8000)]) == pytest.approx(1.4826 * 2 / math.sqrt(6))  # stride 1
