@@ -215,3 +215,31 @@ def test_point_noise_keeps_to_4000_differences():
     # 8,002 points of 0,1,...: stride 2 takes every odd point, whose second differences are all -2
     assert point_noise([i % 2 for i in range(8002)]) == 0.0
     assert point_noise([i % 2 for i in range(8000)]) == pytest.approx(1.4826 * 2 / math.sqrt(6))  # stride 1
+
+
+# -- what a first mutation run of rules/_views.py left
+
+
+def test_expected_trend_z_of_three_points_and_of_no_fall():
+    assert expected_trend_z(3, 1.0, 0.0) == pytest.approx(mann_kendall_z([3, 2, 1]) * -1)
+    assert expected_trend_z(5, 0.0, 1.0) == 0.0  # pairs in order half the time: no trend expected
+
+
+def test_too_short_names_the_eval_loss_when_it_is_the_longer_series():
+    run = run_of(loss=[1.0] * 3 + [None] * 5, eval_loss=[2.0 + 0.3 * (-1) ** i for i in range(8)])
+    assert too_short_reason(run, 10) == (
+        "3 finite loss points and 8 finite eval loss points; at the eval loss's own noise (0.726) the trend test "
+        "reaches z 2 on a fall at its pace, or of 2%, only from 10 points (the trend checks judge from 7 points when "
+        "the noise allows, always from 10)")
+
+
+def test_too_short_counts_one_eval_point_and_a_per_epoch_loss():
+    assert too_short_reason(run_of(loss=[1.0] * 3, eval_loss=[2.0, None, None]), 10) == (
+        "3 finite loss points and 1 finite eval loss point; the trend checks need at least 7, up to 10 as the loss's "
+        "own noise requires")
+    assert too_short_reason(run_of(loss_epoch=[1.0] * 3), 10).startswith("3 finite loss points; the trend checks")
+
+
+def test_seven_points_are_judged_by_their_noise():
+    assert too_short_reason(run_of(loss=[2.0 + 0.3 * (-1) ** i for i in range(7)]), 10).startswith(
+        "7 finite loss points; at the loss's own noise (0) the trend test reaches z 2")
