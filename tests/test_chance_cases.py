@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rule_cases.metrics import run_of
+from rule_cases.metrics import hits_of, run_of
 from trainproof_lsp.core.model import Run
 from trainproof_lsp.rules import Context, Skip
 from trainproof_lsp.rules.chance import EvalAccuracyLimits, Limits, check, check_eval_accuracy
@@ -23,13 +23,12 @@ TAIL = "classes from --num-classes; band the larger of 3% and 3 spreads of a 3-p
 
 
 def hits(run: Run, ctx: Context = TWO) -> list[tuple[str, dict[str, Any], int, list[tuple[int, str]]]]:
-    return [(h.message, dict(h.evidence), h.location.span.start_line,
-             [(r.location.span.start_line, r.message) for r in h.related]) for h in check(run, Limits(), ctx)]
+    return hits_of(check, run, Limits(), ctx)
 
 
 def acc_hits(run: Run, ctx: Context = TWO) -> list[tuple[str, dict[str, Any], int]]:
-    return [(h.message, dict(h.evidence), h.location.span.start_line)
-            for h in check_eval_accuracy(run, EvalAccuracyLimits(), ctx)]
+    return [(message, evidence, line) for message, evidence, line, _ in
+            hits_of(check_eval_accuracy, run, EvalAccuracyLimits(), ctx)]
 
 
 @pytest.mark.parametrize("ctx", [Context(), Context(num_classes=1, num_classes_source="config.json")])

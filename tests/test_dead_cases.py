@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from rule_cases.metrics import run_of
+from rule_cases.metrics import hits_of, run_of, skip_of
 from trainproof_lsp.core.model import Run
-from trainproof_lsp.rules import Context, Skip
+from trainproof_lsp.rules import Context
 from trainproof_lsp.rules.dead import Limits, check
 
 LN2 = math.log(2)
@@ -28,13 +28,11 @@ RESUMED = ("the log starts at step {}: a resumed run at its floor need not impro
 
 
 def hits(run: Run, ctx: Context = Context()) -> list[tuple[str, dict[str, Any], int]]:
-    return [(h.message, dict(h.evidence), h.location.span.start_line) for h in check(run, Limits(), ctx)]
+    return [(message, evidence, line) for message, evidence, line, _ in hits_of(check, run, Limits(), ctx)]
 
 
 def skip(run: Run, ctx: Context = Context()) -> str:
-    with pytest.raises(Skip) as skipped:
-        list(check(run, Limits(), ctx))
-    return str(skipped.value)
+    return skip_of(check, run, Limits(), ctx)
 
 
 # -- a short log frozen at a uniform guess

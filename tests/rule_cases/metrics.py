@@ -51,17 +51,19 @@ def report(run: Run) -> list[Finding]:
 Check = Callable[[Run, Any, Context], Iterator[Hit]]
 
 
-def hits_of(check: Check, run: Run, limits: Any) -> list[tuple[str, dict[str, Any], int, list[tuple[int, str]]]]:
-    """A check's findings on a run, each as (message, evidence, line, related (line, message))."""
+def hits_of(check: Check, run: Run, limits: Any,
+            ctx: Context | None = None) -> list[tuple[str, dict[str, Any], int, list[tuple[int, str]]]]:
+    """A check's findings on a run, each as (message, evidence, line, related (line, message));
+    the context is an empty one unless given."""
     return [(h.message, dict(h.evidence), h.location.span.start_line,
              [(r.location.span.start_line, r.message) for r in h.related])
-            for h in check(run, limits, Context())]
+            for h in check(run, limits, ctx or Context())]
 
 
-def skip_of(check: Check, run: Run, limits: Any) -> str:
+def skip_of(check: Check, run: Run, limits: Any, ctx: Context | None = None) -> str:
     """The reason a check gives for not judging a run (it must give one)."""
     try:
-        list(check(run, limits, Context()))
+        list(check(run, limits, ctx or Context()))
     except Skip as e:
         return str(e)
     raise AssertionError("the check judged the run instead of skipping it")
