@@ -87,6 +87,27 @@ def test_warmup_steps_against_max_steps(warmup, max_steps, fires):
         if fires else [])
 
 
+@pytest.mark.parametrize("keywords,said", [
+    # the ratio decides the warmup unless warmup_steps > 0 overrides it
+    ({"warmup_ratio": "R"}, "warmup_ratio=R"),
+    ({"warmup_ratio": "R", "warmup_steps": "0.5"}, "warmup_ratio=R"),
+    # a known ratio does not decide a warmup_steps the source does not fix
+    ({"warmup_ratio": "0.1", "warmup_steps": "W", "max_steps": "100"}, "warmup_steps=W"),
+    ({"warmup_steps": "10", "max_steps": "M"}, "max_steps=M"),
+])
+def test_a_warmup_value_that_matters_and_is_not_known_stands_the_check_down(keywords, said):
+    assert skip(check_warmup, args(**keywords)) == f"not known without running the script: {said}"
+
+
+@pytest.mark.parametrize("keywords", [
+    {"warmup_ratio": "R", "warmup_steps": "10", "max_steps": "100"},  # warmup_steps overrides the ratio
+    {"warmup_ratio": "R", "warmup_steps": "1", "max_steps": "100"},
+    {"warmup_ratio": "0.1", "max_steps": "M"},  # no warmup_steps: max_steps does not matter
+])
+def test_an_unknown_value_that_does_not_matter_leaves_the_warmup_judged(keywords):
+    assert hits(check_warmup, args(**keywords)) == []
+
+
 def test_warmup_steps_below_1_are_a_fraction_and_not_judged():
     assert hits(check_warmup, args(warmup_steps="0.5")) == []
 
@@ -112,6 +133,12 @@ def test_warmup_steps_against_the_runs_length_from_its_dataset():
     assert hits(check_warmup, _planned("warmup_steps=9")) == []
 
 
+@pytest.mark.parametrize("max_steps", ["", "max_steps=-1, "])
+def test_warmup_steps_against_the_runs_length_when_max_steps_is_absent_or_its_default(max_steps):
+    assert [m for m, *_ in hits(check_warmup, _planned(max_steps + "warmup_steps=10"))] == [
+        f"warmup_steps=10 (10) >= the run's {LENGTH}: the learning rate is still warming up when training ends"]
+
+
 def test_warmup_steps_without_a_length_are_not_judged():
     assert hits(check_warmup, args(warmup_steps="10")) == []
 
@@ -126,6 +153,32 @@ def test_fp16_and_bf16_both_on_is_found_on_the_second():
         [(4, "the other one is turned on here")])]
     assert hits(check_fp16_bf16, args(bf16="True", fp16="True"))[0][0].startswith(
         "fp16 and bf16 are both on (bf16=True on line 5; fp16=True on line 6)")
+
+
+@pytest.mark.parametrize("keywords", [{"bf16": "X"}, {"fp16": "X"}, {"fp16": "False", "bf16": "X"},
+                                      {"fp16": "X", "bf16": "0"}])
+def test_an_unknown_flag_beside_one_that_is_off_or_absent_is_judged(keywords):
+    # an absent flag is TrainingArguments' default, False: the two cannot both be on
+    assert hits(check_fp16_bf16, args(**keywords)) == []
+
+
+@pytest.mark.parametrize("keywords,said", [("bf16=X", "bf16=X"), ("fp16=X", "fp16=X")])
+def test_an_unknown_flag_beside_kwargs_that_may_set_the_other_stands_down(keywords, said):
+    facts = script(f"""
+        from transformers import TrainingArguments
+        args = TrainingArguments(output_dir="o", {keywords}, **extra)
+        """)
+    assert skip(check_fp16_bf16, facts) == f"not known without running the script: {said}"
+
+
+def test_both_flags_on_beside_kwargs_is_found():
+    facts = script("""
+        from transformers import TrainingArguments
+        args = TrainingArguments(output_dir="o", fp16=True, bf16=True, **extra)
+        """)
+    assert [m for m, *_ in hits(check_fp16_bf16, facts)] == [
+        "fp16 and bf16 are both on (fp16=True on line 2; bf16=True on line 2): TrainingArguments raises ValueError "
+        "before training starts"]
 
 
 @pytest.mark.parametrize("keywords", [{"fp16": "True", "bf16": "False"}, {"fp16": "True"}, {"bf16": "1"}])

@@ -122,8 +122,8 @@ ZERO_LR_RULE = Rule(id="TP-SCRIPT-ZERO-LR", name="script-zero-learning-rate", le
 
 WARMUP_DOC = """Warmup lasts as long as the whole run, or longer.
 
-What it flags: `warmup_steps` >= `max_steps` (max_steps > 0) — or, without max_steps, >=
-the run's length from epochs x the rows of the dataset the script names on disk / (batch
+What it flags: `warmup_steps` >= `max_steps` (max_steps > 0) — or, without max_steps (or
+with -1, its default), >= the run's length from epochs x the rows of the dataset the script names on disk / (batch
 x accumulation x processes) — or `warmup_ratio` >= 1, in a TrainingArguments-family
 call; located on the warmup keyword.
 Why it matters: the learning rate is still ramping up when training ends — the run never
@@ -138,37 +138,38 @@ def _warmup(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
     hits: list[Hit] = []
     ratio_v = c.kwargs.get("warmup_ratio")
     ratio = _num(ratio_v)
-    ratio_known = ratio_v is not None and ratio is not None
     if ratio_v is not None and ratio is not None and ratio >= 1.0:
         hits.append(Hit(message=f"warmup_ratio={ratio_v.text} is {ratio:g} >= 1: warmup spans the whole run",
                         evidence={"warmup_ratio": ratio, "config": c.cls},
                         location=_loc(facts, ratio_v), related=_via(facts, ratio_v)))
     steps_v, max_v = c.kwargs.get("warmup_steps"), c.kwargs.get("max_steps")
     warm, total = _num(steps_v), _num(max_v)
-    if steps_v is not None and max_v is None and warm is not None and warm >= 1:
-        p = plan(facts, c)
-        if isinstance(p, str):
-            return ratio_known, hits
-        if warm >= p.steps:
+    # transformers uses warmup_steps instead of warmup_ratio when it is > 0: an unknown
+    # ratio decides nothing then, and everything otherwise.
+    ratio_open = ratio_v is not None and ratio is None and not (warm is not None and warm >= 1)
+    if steps_v is None or (warm is not None and warm < 1):
+        return not ratio_open, hits
+    if warm is None or (max_v is not None and total is None):
+        return False, hits
+    if max_v is not None and total is not None and total > 0:
+        if warm >= total:
             hits.append(Hit(
-                message=(f"warmup_steps={steps_v.text} ({warm:g}) >= the run's {p.words()}: the learning rate "
-                         "is still warming up when training ends"),
-                evidence={"warmup_steps": warm, "planned_steps": p.steps, "exact": p.exact, "config": c.cls},
-                location=_loc(facts, steps_v), related=_via(facts, steps_v)))
+                message=(f"warmup_steps={steps_v.text} ({warm:g}) >= max_steps={max_v.text} ({total:g}): the "
+                         "learning rate is still warming up when training ends"),
+                evidence={"warmup_steps": warm, "max_steps": total, "config": c.cls},
+                location=_loc(facts, steps_v),
+                related=(Related(location=_loc(facts, max_v), message=f"max_steps {total:g} set here"),
+                         *_via(facts, steps_v)),
+            ))
         return True, hits
-    if steps_v is None or max_v is None:
-        return ratio_known or steps_v is None, hits
-    if warm is None or total is None:
-        return ratio_known, hits
-    if total > 0 and warm >= total:
+    # no max_steps (or -1, the default): the length comes from epochs and the dataset
+    p = plan(facts, c)
+    if not isinstance(p, str) and warm >= p.steps:
         hits.append(Hit(
-            message=(f"warmup_steps={steps_v.text} ({warm:g}) >= max_steps={max_v.text} ({total:g}): the "
-                     "learning rate is still warming up when training ends"),
-            evidence={"warmup_steps": warm, "max_steps": total, "config": c.cls},
-            location=_loc(facts, steps_v),
-            related=(Related(location=_loc(facts, max_v), message=f"max_steps {total:g} set here"),
-                     *_via(facts, steps_v)),
-        ))
+            message=(f"warmup_steps={steps_v.text} ({warm:g}) >= the run's {p.words()}: the learning rate "
+                     "is still warming up when training ends"),
+            evidence={"warmup_steps": warm, "planned_steps": p.steps, "exact": p.exact, "config": c.cls},
+            location=_loc(facts, steps_v), related=_via(facts, steps_v)))
     return True, hits
 
 
@@ -195,13 +196,13 @@ What it does not mean: anything about which precision is right for the hardware.
 
 def _fp16_bf16(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
     fp16_v, bf16_v = c.kwargs.get("fp16"), c.kwargs.get("bf16")
-    fp16, bf16 = _flag(fp16_v), _flag(bf16_v)
-    if fp16_v is None or bf16_v is None:
-        return (fp16_v is None and bf16_v is None) or fp16 is False or bf16 is False, []
-    if fp16 is None or bf16 is None:
-        return False, []
-    if not (fp16 and bf16):
+    # an absent flag is False (TrainingArguments' default) unless **kwargs may hold it
+    fp16 = _flag(fp16_v) if fp16_v is not None else (None if c.opaque else False)
+    bf16 = _flag(bf16_v) if bf16_v is not None else (None if c.opaque else False)
+    if fp16 is False or bf16 is False:
         return True, []
+    if fp16_v is None or bf16_v is None or fp16 is None or bf16 is None:
+        return False, []
     named = sorted((("fp16", fp16_v), ("bf16", bf16_v)), key=lambda kv: (kv[1].span.start_line,
                                                                        kv[1].span.start_char))
     (_, first), (_, second) = named
