@@ -38,6 +38,8 @@ def test_a_streak_of_falls_to_the_floor_is_reported_from_its_first_fall_to_its_l
     ([64, 32, 16, 32, 16, 8, 4, 2], 4),
     # an unstated scale is neither a growth nor a fall: the fall across it (64 -> 32) is not counted
     ([128, 64, math.nan, 32, 16, 8, 4], 4),
+    # the first point is not a fall from the last one
+    ([2, math.nan, 64, 32, 16, 8, 8], None),
     ([128, 64, math.nan, 32, 16, 8], None),
 ])
 def test_the_streak_and_its_limits(values, falls):

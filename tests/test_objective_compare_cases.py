@@ -85,7 +85,7 @@ def test_a_log_whose_steps_go_back_is_aligned_in_step_order():
 
 def _pair(run_end: float, *, base_start: float = 0.0, base_end: float = 1.0, run_noise: float = 0.0,
           base_noise: float = 0.0) -> ObjectivePair:
-    run, baseline = run_of(reward=[0.0] * 10), run_of(reward=[0.0] * 12, first=5)
+    run, baseline = run_of(reward=[0.0] * 10), run_of(reward=[float(i) for i in range(12)], first=5)
     return ObjectivePair(run=run, baseline=baseline, series=ob.REWARD, run_series=run.series[ob.REWARD],
                          base_series=baseline.series[ob.REWARD], lo=10, hi=100, window=3, run_start=0.0,
                          run_end=run_end, base_start=base_start, base_end=base_end, run_noise=run_noise,
@@ -104,7 +104,7 @@ def test_a_run_short_of_its_baseline_is_reported_whole():
         "the baseline's gain 1 (limits: 25% of it, and 2 x the level noise 0.05)",
         {"series": ob.REWARD, "run_end_level": 0.5, "baseline_end_level": 1.0, "shortfall": 0.5,
          "baseline_gain": 1.0, "noise": pytest.approx(0.05)},
-        9, [(11, "baseline reward 0 at step 115")])]
+        9, [(11, "baseline reward 11 at step 115")])]
 
 
 def test_a_quarter_of_the_gain_short_is_the_limit():

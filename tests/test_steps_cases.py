@@ -46,6 +46,13 @@ def test_repeats_are_reported_whole_with_the_point_before_the_first():
         {"step": 10, "repeats": 2, "points": 3}, 1, [(0, "earlier point at step 10")])]
 
 
+def test_a_repeat_after_other_steps_names_the_point_it_repeats():
+    assert _hits([10, 20, 20, 30]) == [(
+        "train loss step repeats: 1 of 4 points log the step of the point before them, first 20 (limit: fewer "
+        "than 10%); two writers may share this column",
+        {"step": 20, "repeats": 1, "points": 4}, 2, [(1, "earlier point at step 20")])]
+
+
 def test_one_repeat_is_flagged_at_a_tenth_of_the_points_and_not_below():
     at_limit = [10, 10] + [20 + 10 * i for i in range(8)]  # 1 repeat of 10 points: 10%
     (hit,) = _hits(at_limit)

@@ -123,7 +123,7 @@ class BelowLimits:
 
 def check_below(pair: ObjectivePair, limits: BelowLimits, ctx: Context) -> Iterator[Hit]:
     gain = pair.base_end - pair.base_start
-    if gain <= limits.noise_sigmas * pair.base_noise or gain <= 0:
+    if gain <= limits.noise_sigmas * pair.base_noise:  # (the noise is >= 0: no gain is in here)
         raise Skip(f"the baseline's {pair.series} did not rise over steps {pair.lo}-{pair.hi} ({fmt(pair.base_start)} "
                    f"-> {fmt(pair.base_end)}, level noise {fmt(pair.base_noise)}): nothing to hold the run to")
     shortfall = pair.base_end - pair.run_end

@@ -45,7 +45,7 @@ def check(run: Run, limits: StepLimits, ctx: Context) -> Iterator[Hit]:
     repeats = [i for i in range(1, len(steps)) if steps[i] == steps[i - 1]]
     if back:
         i = back[0]
-        earlier = next((j for j in range(i) if steps[j] >= steps[i]), i - 1)
+        earlier = next(j for j in range(i) if steps[j] >= steps[i])  # steps[i - 1] is one
         overlap = sum(1 for j in range(i) if steps[j] >= steps[i])
         yield Hit(
             message=(

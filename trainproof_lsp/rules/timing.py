@@ -37,7 +37,8 @@ def check_cliff(run: Run, limits: CliffLimits, ctx: Context) -> Iterator[Hit]:
     ratio = late / early
     if ratio > limits.max_ratio:
         # Point at the first step of the slow stretch.
-        first_slow = next((i for i, v in enumerate(st.values) if v > limits.max_ratio * early), len(st) - w)
+        # (the late median is above the limit, so half the late window is)
+        first_slow = next(i for i, v in enumerate(st.values) if v > limits.max_ratio * early)
         yield Hit(
             message=(
                 f"step time rose from {fmt(early)} s to {fmt(late)} s ({times(ratio)}; limit "
