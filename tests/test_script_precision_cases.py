@@ -1,6 +1,7 @@
 """rules/script_precision.py, case by case: each finding whole (message, place, evidence,
 related place, the fix's edit), when the fix cannot be made, the model's facts each rule
-needs, and several models and config calls in one script."""
+needs, several models and config calls in one script, the files each finding points into, and
+the reason when no model's config.json is on disk."""
 
 from __future__ import annotations
 
@@ -129,3 +130,33 @@ def test_a_script_with_adapters_says_only_they_train(tmp_path):
               'args = TrainingArguments(output_dir="o", fp16=True)\n')
     found, checks = _judge(tmp_path, source, opt=OPT)
     assert (found, checks[HALF]) == ([], "the script sets up adapters: only they train")
+
+
+
+def _places(tmp_path: Path, source: str, **configs: dict) -> list[tuple[str, str, list[str]]]:
+    """(rule, the finding's file, its related places' files), files relative to tmp_path."""
+    for name, config in configs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    report = judge_file(tmp_path / "train.py", Config())
+    return [(f.id, str(Path(f.location.path).relative_to(tmp_path)),
+             [str(Path(r.location.path).relative_to(tmp_path)) for r in f.related])
+            for f in report.findings if f.id in (BF16, HALF)]
+
+
+def test_both_findings_and_their_related_places_point_into_the_script(tmp_path):
+    source = (HEAD + 'a = AutoModelForCausalLM.from_pretrained("model")\n'
+              'b = AutoModelForCausalLM.from_pretrained("opt", torch_dtype=torch.float16)\n'
+              'args = TrainingArguments(output_dir="o", fp16=True)\n')
+    # in the order of their lines: the torch_dtype keyword, then fp16
+    assert _places(tmp_path, source, model=LLAMA, opt=OPT) == [(HALF, "train.py", ["train.py"]),
+                                                              (BF16, "train.py", ["train.py"])]
+
+
+def test_without_any_models_config_on_disk_the_first_model_is_named(tmp_path):
+    source = (HEAD + 'a = AutoModelForCausalLM.from_pretrained("first")\n'
+              'b = AutoModelForCausalLM.from_pretrained("second")\n'
+              'args = TrainingArguments(output_dir="o", fp16=True)\n')
+    found, checks = _judge(tmp_path, source)
+    assert (found, checks[BF16]) == ([], "the model's config.json is not on disk (first)")

@@ -81,7 +81,7 @@ def check_fp16_on_bf16(facts: ScriptFacts, limits: NoLimits, ctx: Context) -> It
             continue
         for m in known:
             bf16_saved = m.torch_dtype == "bfloat16"
-            family = (m.model_type or "") in BF16_FAMILIES
+            family = m.model_type in BF16_FAMILIES
             if not (bf16_saved or family):
                 continue
             why = f"its config.json says torch_dtype {m.torch_dtype}" if bf16_saved else \
