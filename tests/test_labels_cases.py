@@ -384,9 +384,10 @@ def test_dead_class_max_missing_on_both_sides():
 def test_dead_class_whole_finding_over_several_training_files():
     # Four train files (the related places name the first three), an eval file holding
     # class 3 (not training data: still dead), a class without an id2label entry (located
-    # at num_labels); labels outside the classes and zero counts do not make a class seen.
+    # at num_labels); labels outside the classes (5, exactly num_labels, and -1) and zero
+    # counts do not make a class seen.
     m = model(n=5, names=[0, 1, 2, 3])
-    a = LabelColumn(path=DATA, split="train", column="label", rows=600, targets=600, counts={0: 300, 1: 0, 7: 300})
+    a = LabelColumn(path=DATA, split="train", column="label", rows=600, targets=600, counts={0: 300, 1: 0, 5: 300})
     b = LabelColumn(path="/run/data/b.jsonl", split="train", column="label", rows=300, targets=300, counts={-1: 1, 2: 299})
     c = LabelColumn(path="/run/data/c.jsonl", split="train", column="label", rows=50, targets=50, counts={0: 50})
     d = LabelColumn(path="/run/data/d.jsonl", split="train", column="label", rows=50, targets=50, counts={2: 50})
@@ -597,6 +598,16 @@ def test_shift_labels_longer_than_input_ids_compare_only_what_has_a_next_token()
     row = seq(ids, ids[1:] + [50, 51], 0)
     got = run(DOUBLE_SHIFT, lm_facts(seqs(*(row for _ in range(4)))))
     assert [h.evidence["positions"] for h in got] == [36]
+
+
+def test_shift_a_shifted_row_that_repeats_one_token_still_votes_shifted():
+    # ids 7, 7, 8, ...: the first label (the next id, 7) also equals its own id, 1 of 11
+    # positions matching "aligned" - far under the match fraction, so the row votes shifted.
+    ids = [7, 7, *range(8, 18)]
+    row = seq(ids, ids[1:] + [-100], 0)
+    got = run(DOUBLE_SHIFT, lm_facts(seqs(*(row for _ in range(4)))))
+    assert [(h.evidence["shifted_rows"], h.evidence["informative_rows"], h.evidence["positions"]) for h in got] == [
+        (4, 4, 44)]
 
 
 def test_shift_an_aligned_row_at_the_match_fraction_votes_aligned():

@@ -12,6 +12,7 @@ inside the training loop. The registry entries are the tuple RULES.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -102,6 +103,8 @@ def check_collision(facts: LabelFacts, limits: NoLimits, ctx: None) -> Iterator[
         raise Skip("no training script (preflight --train-config FILE, or a script beside the data) to read the "
                    "loss's ignore_index from")
     n, where, what = classes(facts)
+    model = facts.model
+    assert model is not None  # classes() stands down without one
     settings = [s for s in facts.script.ignore_index if 0 <= int(s.value) < n]
     train = facts.train
     for s in settings:
@@ -109,7 +112,7 @@ def check_collision(facts: LabelFacts, limits: NoLimits, ctx: None) -> Iterator[
         rows = sum(c.counts.get(v, 0) for c in train)
         total = sum(c.targets for c in train)
         first = next((c.places[v][0] for c in train if c.places.get(v)), None)
-        entry = facts.model.id2label.get(v) if facts.model is not None else None
+        entry = model.id2label.get(v)
         related = [Related(location=setting_location(s), message=s.text)]
         if first is not None:
             location = place_location(first)
@@ -162,7 +165,7 @@ def check_out_of_range(facts: LabelFacts, limits: NoLimits, ctx: None) -> Iterat
             for p in col.places[v]:
                 yield Hit(message=f"{_where(p)}: label {v} is outside the {n:,} {what} of the model (0..{n - 1}); "
                                   f"{col.counts[v]:,} target(s) {v}, {total:,} of {col.targets:,} out of range in "
-                                  f"{col.path.rsplit('/', 1)[-1]}",
+                                  f"{posixpath.basename(col.path)}",
                           evidence={"label": v, "classes": n, "count": col.counts[v], "out_of_range": total,
                                     "targets": col.targets, "line": p.line + 1 if p.record is None else None,
                                     "row": p.record},
@@ -226,7 +229,7 @@ def check_dead_class(facts: LabelFacts, limits: DeadClassLimits, ctx: None) -> I
         raise Skip(f"{len(seen)} of {n} classes occur in {rows:,} rows: too few to call the others left out "
                    f"(coverage {coverage:.0%}, limit {limits.min_coverage:.0%}; at most {limits.max_missing} "
                    "missing)")
-    data = ", ".join(c.path.rsplit("/", 1)[-1] for c in train)
+    data = ", ".join(posixpath.basename(c.path) for c in train)
     for k in missing:
         entry = model.id2label.get(k)
         location = setting_location(entry) if entry is not None else setting_location(model.num_labels)
@@ -314,7 +317,7 @@ def check_double_shift(facts: LabelFacts, limits: ShiftLimits, ctx: None) -> Ite
         raise Skip("no rows with both input_ids and labels (in the datasets or --batch)")
     shifts: Setting | str | None = None
     if facts.model is not None and facts.model.causal_lm:
-        shifts = f"{facts.model.path.rsplit('/', 1)[-1]}: {', '.join(facts.model.architectures)}"
+        shifts = f"{posixpath.basename(facts.model.path)}: {', '.join(facts.model.architectures)}"
     if facts.script is not None and facts.script.causal_lm is not None:
         shifts = facts.script.causal_lm
     if shifts is None:
@@ -328,7 +331,7 @@ def check_double_shift(facts: LabelFacts, limits: ShiftLimits, ctx: None) -> Ite
     for col in sources:
         winner, rows, shifted, informative, positions = _vote(col.sequences, ignored, limits)
         if winner != "shifted":
-            said.append(f"{col.path.rsplit('/', 1)[-1]}: {winner}")
+            said.append(f"{posixpath.basename(col.path)}: {winner}")
             continue
         first = rows[0]
         how = shifts.text if isinstance(shifts, Setting) else shifts
