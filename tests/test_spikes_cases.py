@@ -6,7 +6,7 @@ by its own rule, a gradient norm without a scale, a run without a loss to tell a
 and the related places cut at five. Below those, each limit of spikes.py from both sides, sitting
 exactly on it where a float can: 10x the median and the recent level, 100x for a lone norm, the
 fourth norm, the start-up phase and its cap, the loss a single-step peak is judged on, 2x / 1.5x /
-6 sigmas for a jump, 1.2x for a recovery, 8 residuals and the noise stride, and the episode and
+6 sigmas for a jump, 1.2x for a recovery, 8 residuals and the noise's sample, and the episode and
 jump bookkeeping of spikes close together."""
 
 from __future__ import annotations
@@ -401,13 +401,25 @@ def test_a_jump_is_judged_against_the_noise_before_it_from_eight_residuals(at, l
     assert hits == ([loss_hit(3.0, at, 1.0, "recovered", 52)] if fires else [])
 
 
-@pytest.mark.parametrize(("n", "fires"), [
-    (4000, True),   # every point's residual: 14 before the jump at point 17, all of a flat run
-    (4003, False),  # every second one past 2000 + 3 points: 7 before it, so the whole run's noise
-])
-def test_the_noise_of_a_long_log_is_sampled_on_an_even_stride(n, fires):
-    hits = hits_of(check_loss_spike, run_of(loss=flat_then_noisy(17, n)), LossLimits())
-    assert hits == ([loss_hit(3.0, 17, 1.0, "recovered", n)] if fires else [])
+def test_the_noise_of_a_long_log_is_sampled_in_blocks_of_consecutive_points():
+    from trainproof_lsp.rules.spikes import _sample
+
+    assert list(_sample(3, 2003)) == list(range(3, 2003))  # 2000 points: every one
+    longer = list(_sample(3, 2004))  # 100 blocks of 20, 20.01 points apart
+    assert len(longer) == 2000 and longer[:22] == [*range(3, 23), 23, 24] and longer[-20:] == list(range(1983, 2003))
+    spread = list(_sample(3, 4003))  # 40 points apart
+    assert spread[18:22] == [21, 22, 43, 44] and spread[-20:] == list(range(3963, 3983))
+
+
+def test_a_loss_that_alternates_every_step_is_not_a_spike_at_its_own_alternation():
+    # 5000 points taking turns between 1 and 2 (two data sources), and one point of 3.3:
+    # 2.2x the level 1.5 and 1.65x the window's highest, but 1.5 sigmas of the alternation
+    # itself. An even stride of 2 sees one phase only (a noise of 0) and calls it a spike.
+    values = [1.0 + (i % 2) for i in range(5000)]
+    values[3001] = 3.3
+    run = run_of(loss=values)
+    assert hits_of(check_loss_spike, run, LossLimits()) == []
+    assert hits_of(check_loss_spike_unrecovered, run, LossLimits()) == []
 
 
 def test_losses_at_or_below_zero_are_left_out_of_the_noise():

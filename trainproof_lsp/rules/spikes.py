@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from itertools import compress, count, repeat
 from operator import ge, gt, mul
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from ..core.model import GRAD_NORM, LOSS, Hit, Level, Related, Run
 from ._stats import median, point_noise
@@ -222,17 +222,28 @@ What it does not mean: the spike's cause; look at the learning rate and gradient
 that step.
 """
 
-# The noise scale is estimated on at most this many points (evenly strided): a scale, not
-# an exact statistic, and a 200k-point log must not cost 200k small sorts.
+# The noise scale is estimated on at most this many points: a scale, not an exact statistic,
+# and a 200k-point log must not cost 200k small sorts. A longer log is sampled in blocks of
+# consecutive points spread evenly over it: a loss that alternates (two data sources taking
+# turns, every other step) shows both phases in every block, where an even stride of 2 would
+# see one phase only, a noise of 0, and call its ordinary alternation a spike.
 _NOISE_SAMPLE = 2000
+_NOISE_BLOCK = 20
+
+
+def _sample(first: int, n: int) -> Iterable[int]:
+    """The indexes of [first, n) the noise is estimated on (see _NOISE_SAMPLE)."""
+    if n - first <= _NOISE_SAMPLE:
+        return range(first, n)
+    blocks = _NOISE_SAMPLE // _NOISE_BLOCK
+    step = (n - first) / blocks  # > _NOISE_BLOCK: the blocks do not overlap
+    return (first + int(b * step) + j for b in range(blocks) for j in range(_NOISE_BLOCK))
 
 
 def _residuals(v: Sequence[float], limits: LossLimits) -> list[tuple[int, float]]:
-    """(index, ln(point / median of the points before it)) on an even stride of the series."""
-    n = len(v)
-    stride = max(1, (n - limits.min_before) // _NOISE_SAMPLE)
+    """(index, ln(point / median of the points before it)) on the points _sample picks."""
     out = []
-    for i in range(limits.min_before, n, stride):
+    for i in _sample(limits.min_before, len(v)):
         b = median(v[max(0, i - limits.before) : i])
         if b > 0 and v[i] > 0:
             out.append((i, math.log(v[i] / b)))
