@@ -267,6 +267,31 @@ def test_folders_above_the_one_given_name_no_split(tmp_path):
     assert pair_datasets(files, []) == {}
 
 
+def test_the_deepest_folder_given_that_holds_a_file_is_its_root(tmp_path):
+    t = tmp_path
+    files = [t / "data" / "train" / "a.jsonl", t / "data" / "valid" / "a.jsonl"]
+    assert pair_datasets(files, [t]) == {files[1]: (files[0],)}
+    # a folder given that does not hold the files is not their root
+    assert pair_datasets(files, [t, t / "other"]) == {files[1]: (files[0],)}
+    # data/train given as well: "train" is the root of a.jsonl there, not a folder below it
+    assert pair_datasets(files, [t, t / "data" / "train"]) == {}
+    assert pair_datasets(files, [t / "data" / "train", t]) == {}
+
+
+def test_files_in_split_folders_pair_within_their_parent_and_their_own_split_word():
+    t = Path("/w")
+    train, valid = t / "data" / "train", t / "data" / "valid"
+    files = [train / "a.jsonl", valid / "b.jsonl",
+             valid / "eval_c.jsonl",            # names the split of its folder: counted
+             valid / "train_d.jsonl",           # names the other split: left out
+             t / "more" / "train" / "e.jsonl", t / "more" / "test" / "f.jsonl"]  # another parent: its own pair
+    assert pair_datasets(files, [t]) == {
+        valid / "b.jsonl": (train / "a.jsonl",),
+        valid / "eval_c.jsonl": (train / "a.jsonl",),
+        t / "more" / "test" / "f.jsonl": (t / "more" / "train" / "e.jsonl",),
+    }
+
+
 def _doctor(capsys, *args: str) -> tuple[int, dict]:
     code = main(["doctor", "--json", *args])
     return code, json.loads(capsys.readouterr().out)

@@ -128,3 +128,23 @@ def test_a_baseline_that_did_not_rise_holds_the_run_to_nothing():
     assert len(_below(_pair(0.0, base_start=1.0, base_end=1.21, base_noise=0.1))) == 1
     with pytest.raises(Skip, match=r"did not rise over steps 10-100 \(1 -> 1, level noise 0\)"):
         _below(_pair(0.0, base_start=1.0, base_end=1.0))  # no gain at all, and no noise
+
+
+def test_compare_objective_gives_the_checks_and_summary_whole_or_why_it_could_not():
+    from trainproof_lsp.core.config import Config
+    from trainproof_lsp.core.model import Check
+    from trainproof_lsp.judge.compare_objective import compare_objective
+
+    rl = run_of(**{ob.REWARD: [0.1 * i for i in range(12)], ob.KL: [0.0] * 12})
+    assert compare_objective(rl, run_of(loss=[1.0] * 12), Config()) == (
+        [], [Check(group="TP-CMP-REWARD-BELOW", ran=False,
+                   reason="cannot compare reward with baseline metrics.jsonl: the baseline logs no reward")],
+        {"compared_series": "reward"})
+    assert compare_objective(rl, run_of(**{ob.REWARD: [0.1 * i for i in range(12)], ob.KL: [0.0] * 12}),
+                             Config()) == (
+        [], [Check(group="TP-CMP-REWARD-BELOW", ran=True, reason="")],
+        {"axis": "step", "compared_series": "reward", "common_from": 10, "common_to": 120,
+         "run_start_level": pytest.approx(0.1), "run_end_level": pytest.approx(1.0),
+         "baseline_start_level": pytest.approx(0.1), "baseline_end_level": pytest.approx(1.0),
+         "run_gain": pytest.approx(0.9), "baseline_gain": pytest.approx(0.9)})
+    assert compare_objective(run_of(loss=[1.0] * 12), rl, Config()) is None  # a loss run: its loss is compared

@@ -47,8 +47,9 @@ def split_of(name: str) -> tuple[Role, tuple[str, ...]] | None:
 
 def _root_of(path: Path, roots: Sequence[Path]) -> Path:
     """The deepest folder given that holds `path`; for a file given by name, its folder's
-    parent (so that its own folder's name counts)."""
-    holding = [r for r in roots if r == path or r in path.parents]
+    parent (so that its own folder's name counts). (The folders of one path are nested, so
+    the deepest is the longest.)"""
+    holding = [r for r in roots if r in path.parents]
     return max(holding, key=lambda r: len(r.parts)) if holding else path.parent.parent
 
 
