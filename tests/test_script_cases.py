@@ -2,7 +2,9 @@
 does not reach: a value through a constant, each side of each comparison (warmup_ratio 1,
 warmup_steps against max_steps and against the run's length from its dataset, logging_steps
 against both), the defaults that decide (eval_strategy "no", logging_steps 500), the fix that
-keeps the best checkpoint, and each reason a check stands down."""
+keeps the best checkpoint, and each reason a check stands down. Also what a mutation run
+left: values that are no numbers, the file of each place, the old keyword evaluation_strategy,
+configs and trainers passed over before one that fires, and which configs decide a check."""
 
 from __future__ import annotations
 
@@ -359,3 +361,199 @@ def test_the_best_checkpoint_fix_edits_save_strategy_as_the_call_has_it():
         [(6, 25, ", load_best_model_at_end=True"), (6, 18, "'steps'")])
     # save_strategy not known without running the script: no fix
     assert _best_fix(eval_strategy='"epoch"', save_strategy="S") is None
+
+
+# -- what a second mutation run left: non-numbers, the places' files, the old keyword name,
+# configs and trainers passed over before one that fires, and what each check stands down on
+
+
+def _places(check: Check, facts: ScriptFacts) -> list[tuple[str | None, list[str | None]]]:
+    """Each finding's file and its related places' files."""
+    return [(h.location.path, [r.location.path for r in h.related]) for h in check(facts, NoLimits(), Context())]
+
+
+@pytest.mark.parametrize("value", ["False", '"0"'])
+def test_a_learning_rate_that_is_no_number_is_not_a_zero(value):
+    # False and "0" are known, so nothing stands down, but neither is a learning rate of 0
+    assert hits(check_zero_lr, args(learning_rate=value)) == []
+
+
+def test_a_related_constant_is_placed_in_the_script():
+    facts = script("""
+        from transformers import TrainingArguments
+        LR = 0
+        args = TrainingArguments(output_dir="o", learning_rate=LR)
+        """)
+    assert _places(check_zero_lr, facts) == [(facts.path, [facts.path])]
+
+
+def test_the_stand_down_names_at_most_three_unknown_values():
+    facts = _two("warmup_ratio=R, warmup_steps=W, max_steps=M", "warmup_steps=W2")
+    assert skip(check_warmup, facts) == \
+        "not known without running the script: warmup_steps=W, max_steps=M, warmup_ratio=R"
+
+
+def test_warmup_steps_through_a_constant_against_the_runs_length_relate_the_constant():
+    facts = script("""
+        from datasets import load_dataset
+        from transformers import TrainingArguments
+        ds = load_dataset("json", data_files="data/train.jsonl")
+        W = 10
+        args = TrainingArguments(output_dir="o", num_train_epochs=1, per_device_train_batch_size=4,
+                                 warmup_steps=W)
+        """, files={"data/train.jsonl": ROWS})
+    assert hits(check_warmup, facts) == [(
+        f"warmup_steps=W (10) >= the run's {LENGTH}: the learning rate is still warming up when training ends",
+        {"warmup_steps": 10.0, "planned_steps": 10, "exact": False, "config": "TrainingArguments"}, 5,
+        [(3, "W is assigned here")])]
+    assert _places(check_warmup, facts) == [(facts.path, [facts.path])]
+
+
+@pytest.mark.parametrize("keywords", [{"warmup_steps": "10", "warmup_ratio": "R"},
+                                      {"warmup_steps": "10", "max_steps": "-1", "warmup_ratio": "R"}])
+def test_warmup_steps_without_a_length_decide_an_unknown_ratio(keywords):
+    # warmup_steps > 0 overrides the ratio; with no length to judge them the check is done
+    assert hits(check_warmup, args(**keywords)) == []
+
+
+def test_a_warmup_finding_against_the_runs_length_is_kept_beside_an_unknown_ratio():
+    assert [m for m, *_ in hits(check_warmup, _planned("warmup_steps=10, warmup_ratio=R"))] == [
+        f"warmup_steps=10 (10) >= the run's {LENGTH}: the learning rate is still warming up when training ends"]
+
+
+def test_fp16_set_as_an_attribute_after_the_call_is_quoted_as_written():
+    facts = script("""
+        from transformers import TrainingArguments
+        args = TrainingArguments(output_dir="o", bf16=True)
+        args.fp16 = True
+        """)
+    assert hits(check_fp16_bf16, facts) == [(
+        "fp16 and bf16 are both on (bf16=True on line 2; args.fp16 = True on line 3): TrainingArguments raises "
+        "ValueError before training starts", {"fp16": True, "bf16": True, "config": "TrainingArguments"}, 2,
+        [(1, "the other one is turned on here")])]
+
+
+def test_the_old_name_evaluation_strategy_turns_evaluation_on():
+    assert hits(check_best, args(save_total_limit="1", evaluation_strategy='"steps"')) == [(
+        "save_total_limit=1 with evaluation on (steps) and load_best_model_at_end=unset: each save deletes the "
+        "previous checkpoint, the best one included",
+        {"save_total_limit": 1, "eval_strategy": "steps", "config": "TrainingArguments",
+         "load_best_model_at_end": False}, 4, [(5, 'evaluation is on: "steps"')])]
+
+
+@pytest.mark.parametrize("strategy", ["None", "S"])
+def test_an_eval_strategy_that_is_no_known_string_loses_no_checkpoint(strategy):
+    assert hits(check_best, args(save_total_limit="1", eval_strategy=strategy)) == []
+
+
+@pytest.mark.parametrize("keywords,fires", [
+    ('eval_strategy="steps", **extra', False),  # **extra may set load_best_model_at_end
+    ('eval_strategy="steps", load_best_model_at_end=False, **extra', True),
+])
+def test_kwargs_beside_one_checkpoint_kept_hide_only_an_absent_load_best(keywords, fires):
+    facts = script(f"""
+        from transformers import TrainingArguments
+        args = TrainingArguments(output_dir="o", save_total_limit=1, {keywords})
+        """)
+    assert hits(check_best, facts) == ([(
+        "save_total_limit=1 with evaluation on (steps) and load_best_model_at_end=False: each save deletes the "
+        "previous checkpoint, the best one included",
+        {"save_total_limit": 1, "eval_strategy": "steps", "config": "TrainingArguments",
+         "load_best_model_at_end": False}, 1, [(1, 'evaluation is on: "steps"')])] if fires else [])
+
+
+@pytest.mark.parametrize("passed_over", [
+    'save_total_limit=2, eval_strategy="steps"',
+    'save_total_limit=1, eval_strategy="steps", load_best_model_at_end=True',
+    'save_total_limit=1, eval_strategy="steps", **extra',
+    'save_total_limit=1, eval_strategy="no"',
+])
+def test_a_config_passed_over_does_not_end_the_best_checkpoint_check(passed_over):
+    assert hits(check_best, _two(passed_over, 'save_total_limit=1, eval_strategy="steps"')) == [(
+        "save_total_limit=1 with evaluation on (steps) and load_best_model_at_end=unset: each save deletes the "
+        "previous checkpoint, the best one included",
+        {"save_total_limit": 1, "eval_strategy": "steps", "config": "TrainingArguments",
+         "load_best_model_at_end": False}, 2, [(2, 'evaluation is on: "steps"')])]
+
+
+def test_kwargs_may_turn_evaluation_on_for_an_eval_dataset():
+    assert hits(check_eval, trainer(", **extra")) == []
+
+
+@pytest.mark.parametrize("first", [
+    "Trainer(model=None, args=b, train_dataset=train)",  # no eval dataset
+    "Trainer(model=None, args=a, train_dataset=train, eval_dataset=held_out)",  # evaluation on
+])
+def test_a_trainer_passed_over_does_not_end_the_eval_check(first):
+    facts = script(f"""
+        from transformers import Trainer, TrainingArguments
+        a = TrainingArguments(output_dir="a", eval_strategy="steps")
+        b = TrainingArguments(output_dir="b")
+        first = {first}
+        second = Trainer(model=None, args=b, train_dataset=train, eval_dataset=held_out)
+        """)
+    assert hits(check_eval, facts) == [(
+        'Trainer gets eval_dataset=held_out but TrainingArguments has evaluation off (eval_strategy "no", the '
+        "default): it is never evaluated",
+        {"eval_strategy": "no", "trainer": "Trainer", "config": "TrainingArguments", "explicit": False}, 4,
+        [(2, 'TrainingArguments without eval_strategy (HF default "no")')])]
+    assert _places(check_eval, facts) == [(facts.path, [facts.path])]
+
+
+def test_logging_steps_through_a_constant_against_max_steps_relate_it_in_the_script():
+    facts = script("""
+        from transformers import TrainingArguments
+        LOG = 200
+        args = TrainingArguments(output_dir="o", max_steps=100,
+                                 logging_steps=LOG)
+        """)
+    assert hits(check_logging, facts) == [(
+        "logging_steps=LOG (200) > max_steps=100 (100): the run ends before the first loss is logged",
+        {"logging_steps": 200.0, "max_steps": 100.0, "config": "TrainingArguments"}, 3,
+        [(2, "max_steps 100 set here"), (1, "LOG is assigned here")])]
+    assert _places(check_logging, facts) == [(facts.path, [facts.path, facts.path])]
+
+
+def test_logging_steps_through_a_constant_against_the_runs_length_are_found_on_the_keyword():
+    facts = script("""
+        from datasets import load_dataset
+        from transformers import TrainingArguments
+        ds = load_dataset("json", data_files="data/train.jsonl")
+        LOG = 11
+        args = TrainingArguments(output_dir="o", num_train_epochs=1, per_device_train_batch_size=4,
+                                 logging_steps=LOG)
+        """, files={"data/train.jsonl": ROWS})
+    assert hits(check_logging, facts) == [(
+        f"logging_steps=LOG > the run's {LENGTH}: the run ends before the first loss is logged",
+        {"logging_steps": 11.0, "planned_steps": 10, "exact": False, "config": "TrainingArguments"}, 5,
+        [(3, "LOG is assigned here")])]
+    assert _places(check_logging, facts) == [(facts.path, [facts.path])]
+
+
+def test_the_default_logging_interval_is_found_on_the_call_in_the_script():
+    facts = args(max_steps="499")
+    assert [line for _, _, line, _ in hits(check_logging, facts)] == [2]
+    assert _places(check_logging, facts) == [(facts.path, [])]
+
+
+@pytest.mark.parametrize("fired,message", [
+    ("logging_steps=200, max_steps=100",
+     "logging_steps=200 (200) > max_steps=100 (100): the run ends before the first loss is logged"),
+    ("max_steps=499", "logging_steps unset (default 500) > the run's 499 steps (max_steps=499): the run ends before "
+                      "the first loss is logged"),
+])
+def test_a_logging_finding_is_kept_beside_an_unknown_config(fired, message):
+    assert [m for m, *_ in hits(check_logging, _two(fired, "logging_steps=L, max_steps=100"))] == [message]
+
+
+@pytest.mark.parametrize("decides", [
+    "",  # no max_steps and no dataset: nothing to judge
+    "max_steps=500",  # the default 500 against max_steps 500: not longer
+])
+def test_a_logging_interval_judged_against_the_planned_length_decides_the_check(decides):
+    assert hits(check_logging, _two(decides, "logging_steps=L, max_steps=100")) == []
+
+
+def test_the_logging_check_stands_down_on_an_unknown_max_steps():
+    assert skip(check_logging, args(logging_steps="10", max_steps="M")) == \
+        "not known without running the script: max_steps=M"
