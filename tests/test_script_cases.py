@@ -546,12 +546,21 @@ def test_a_logging_finding_is_kept_beside_an_unknown_config(fired, message):
     assert [m for m, *_ in hits(check_logging, _two(fired, "logging_steps=L, max_steps=100"))] == [message]
 
 
-@pytest.mark.parametrize("decides", [
-    "",  # no max_steps and no dataset: nothing to judge
-    "max_steps=500",  # the default 500 against max_steps 500: not longer
+def test_a_logging_interval_judged_against_the_planned_length_decides_the_check():
+    # the default 500 against max_steps 500: not longer, and judged
+    assert hits(check_logging, _two("max_steps=500", "logging_steps=L, max_steps=100")) == []
+    # no max_steps and no dataset: nothing judged there, so the unknown interval beside it stands the check down
+    assert skip(check_logging, _two("", "logging_steps=L, max_steps=100")) == (
+        "not known without running the script: logging_steps=L")
+
+
+@pytest.mark.parametrize("keywords,said", [
+    ({"logging_steps": "L"}, "logging_steps=L"),  # no length either
+    ({"max_steps": "M"}, "max_steps=M"),          # the default interval against an unknown length
 ])
-def test_a_logging_interval_judged_against_the_planned_length_decides_the_check(decides):
-    assert hits(check_logging, _two(decides, "logging_steps=L, max_steps=100")) == []
+def test_an_unknown_interval_or_length_without_the_other_stands_the_logging_check_down(keywords, said):
+    assert skip(check_logging, args(**keywords)) == f"not known without running the script: {said}"
+    assert hits(check_logging, args()) == []  # nothing written and no length: nothing left open to name
 
 
 def test_the_logging_check_stands_down_on_an_unknown_max_steps():

@@ -390,7 +390,9 @@ def _logging_planned(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]
     every_s = setting(c, "logging_steps")
     every = number(every_s)
     if isinstance(p, str) or every is None:
-        return True, []  # as before the run's length was read: judged on max_steps alone
+        # the length or the interval is not known: undecided, so an unknown logging_steps
+        # or max_steps stands the check down by name (_stand_down)
+        return False, []
     if not (every >= 1 and every > p.steps):
         return True, []
     log_v = every_s.given
