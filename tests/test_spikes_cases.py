@@ -405,6 +405,7 @@ def test_the_noise_of_a_long_log_is_sampled_in_blocks_of_consecutive_points():
     from trainproof_lsp.rules.spikes import _sample
 
     assert list(_sample(3, 2003)) == list(range(3, 2003))  # 2000 points: every one
+    assert list(_sample(3, 1999)) == list(range(3, 1999))  # fewer: every one too
     longer = list(_sample(3, 2004))  # 100 blocks of 20, 20.01 points apart
     assert len(longer) == 2000 and longer[:22] == [*range(3, 23), 23, 24] and longer[-20:] == list(range(1983, 2003))
     spread = list(_sample(3, 4003))  # 40 points apart
