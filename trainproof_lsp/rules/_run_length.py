@@ -80,17 +80,23 @@ class Plan:
         return f"{'' if self.exact else 'at most '}{self.steps} steps ({self.how})"
 
 
+def _usable(key: str, x: float | None) -> bool:
+    """A finite value > 0; a whole one for the batch and the accumulation (they count
+    examples and batches: 0.5 would be a batch of 0 to the Trainer); epochs may be a fraction."""
+    return x is not None and math.isfinite(x) and x > 0 and (key == "num_train_epochs" or x == int(x))
+
+
 def plan(facts: ScriptFacts, c: ConfigCall) -> Plan | str:
     """The run's length in optimizer steps, or why it cannot be known statically."""
     max_steps = setting(c, "max_steps")
     total = number(max_steps)
-    if total is None:
+    if total is None or not math.isfinite(total):
         return f"max_steps is not known without running the script ({max_steps.said('max_steps')})"
     if total > 0:
         return Plan(steps=int(total), exact=True, how=max_steps.said("max_steps"), max_steps=max_steps.given)
     parts = {k: setting(c, k) for k in ("num_train_epochs", "per_device_train_batch_size",
                                         "gradient_accumulation_steps")}
-    unknown = [s.said(k) for k, s in parts.items() if number(s) is None or (number(s) or 0) <= 0]
+    unknown = [s.said(k) for k, s in parts.items() if not _usable(k, number(s))]
     if unknown:
         return f"not known without running the script: {', '.join(unknown)}"
     train = {d.found: d for d in facts.datasets if d.split == "train" and d.rows is not None}
