@@ -68,14 +68,16 @@ def test_the_verdict_is_the_most_severe_level():
 
 def test_findings_are_ordered_by_level_path_line_column_id_and_message():
     given = [_finding(Level.INFO, "a"), _finding(Level.WARN, "b"), _finding(Level.WARN, "a", 2),
-             _finding(Level.WARN, "a", None), _finding(Level.WARN, "a", 1, 5), _finding(Level.WARN, "a", 1, 3),
+             _finding(Level.WARN, "a", 0), _finding(Level.WARN, "a", None), _finding(Level.WARN, "a", 1, 5),
+             _finding(Level.WARN, "a", 1, 3),
              _finding(Level.WARN, "a", 1, 3, "TP-B"), _finding(Level.WARN, "a", 1, 3, "TP-A", "z"),
              _finding(Level.WARN, "a", 1, 3, "TP-A", "y"), _finding(Level.FAIL, "z")]
     ordered = sorted(given, key=finding_order)
     assert [(f.level, f.location.path, f.location.span and (f.location.span.start_line, f.location.span.start_char),
              f.id, f.message) for f in ordered] == [
         (Level.FAIL, "z", (0, 0), "TP-X", "m"),
-        (Level.WARN, "a", None, "TP-X", "m"),
+        (Level.WARN, "a", None, "TP-X", "m"),  # a finding without a place comes before line 1 (0 here)
+        (Level.WARN, "a", (0, 0), "TP-X", "m"),
         (Level.WARN, "a", (1, 3), "TP-A", "y"),
         (Level.WARN, "a", (1, 3), "TP-A", "z"),
         (Level.WARN, "a", (1, 3), "TP-B", "m"),

@@ -144,11 +144,11 @@ def _warmup(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
                         location=_loc(facts, ratio_v), related=_via(facts, ratio_v)))
     steps_v, max_v = c.kwargs.get("warmup_steps"), c.kwargs.get("max_steps")
     warm, total = _num(steps_v), _num(max_v)
-    # transformers uses warmup_steps instead of warmup_ratio when it is > 0: an unknown
-    # ratio decides nothing then, and everything otherwise.
-    ratio_open = ratio_v is not None and ratio is None and not (warm is not None and warm >= 1)
+    ratio_open = ratio_v is not None and ratio is None
     if steps_v is None or (warm is not None and warm < 1):
         return not ratio_open, hits
+    # from here warmup_steps is >= 1 or unknown: transformers uses it instead of
+    # warmup_ratio when it is > 0, so an unknown ratio decides nothing below
     if warm is None or (max_v is not None and total is None):
         return False, hits
     if max_v is not None and total is not None and total > 0:
