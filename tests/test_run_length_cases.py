@@ -111,7 +111,13 @@ def test_max_steps_set_after_the_call_is_named_by_its_assignment(tmp_path):
         "max_steps is not known without running the script (args.max_steps = steps())")
     facts, call = config(tmp_path, "", after="args.max_steps = 100\n")
     assert plan(facts, call) == Plan(steps=100, exact=True, how="args.max_steps = 100", max_steps=Value(
-        known=True, value=100, span=Span(1, 0, 1, 20), text="args.max_steps = 100"))
+        known=True, value=100, span=Span(1, 0, 1, 20), text="args.max_steps = 100", assigned=True))
+
+
+def test_a_value_whose_own_text_holds_an_equals_sign_is_said_and_edited_as_a_keyword(tmp_path):
+    facts, call = config(tmp_path, 'learning_rate=lr(warm=True), logging_dir="runs=1"')
+    assert setting(call, "learning_rate").said("learning_rate") == "learning_rate=lr(warm=True)"
+    assert editable(call.kwargs["logging_dir"]) and not editable(replace(call.kwargs["logging_dir"], assigned=True))
 
 
 @pytest.mark.parametrize("data,files,why", [
@@ -312,9 +318,9 @@ def test_a_launch_flag_is_not_editable_and_a_parsers_config_gets_no_edit(tmp_pat
     # spaces around "="
     ('args = TrainingArguments(output_dir= "o")\n', Edit(span=Span(0, 40, 0, 40), new_text=", max_steps=10")),
     ('args = TrainingArguments(output_dir ="o")\n', Edit(span=Span(0, 40, 0, 40), new_text=", max_steps=10")),
-    # a value whose text holds "=" is no anchor; the keyword goes after the one before it
+    # a value whose own text holds "=" is a keyword like any other
     ('args = TrainingArguments(output_dir="o", save_steps=every(n=5))\n',
-     Edit(span=Span(0, 39, 0, 39), new_text=", max_steps=10")),
+     Edit(span=Span(0, 62, 0, 62), new_text=", max_steps=10")),
     # the keywords of a **dict(...) written in the call
     ("args = TrainingArguments(**dict(save_steps=5))\n", Edit(span=Span(0, 44, 0, 44), new_text=", max_steps=10")),
     # present: its value is replaced

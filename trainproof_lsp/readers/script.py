@@ -62,6 +62,9 @@ class Value:
     via: str | None = None  # the constant it came through ("LR")
     via_span: Span | None = None  # where that constant is assigned
     path: str | None = None  # the file it is written in, when not the script (a launch script)
+    # set by an attribute assignment after the call (`args.fp16 = True`): span and text
+    # are the whole statement
+    assigned: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -313,7 +316,7 @@ class _Reader:
         ok, v, via, via_span = self.resolve(node, scope)
         at = where if where is not None else node
         return Value(known=ok, value=v if ok else None, span=self.span(at), text=self.text(at),
-                     via=via, via_span=via_span)
+                     via=via, via_span=via_span, assigned=where is not None)
 
     def star_kwargs(self, node: ast.AST, scope: str) -> dict[str, Value] | None:
         """`**{...}` / `**dict(...)` / `**NAME` of those, as keyword values; None if unknown."""

@@ -46,7 +46,7 @@ class Setting:
     def said(self, key: str) -> str:
         if self.given is None:
             return f"{key} unset (default {self.value!r})"
-        return self.given.text if "=" in self.given.text else f"{key}={self.given.text}"
+        return self.given.text if self.given.assigned else f"{key}={self.given.text}"
 
 
 def setting(c: ConfigCall, key: str, *aliases: str) -> Setting:
@@ -132,7 +132,7 @@ def plan(facts: ScriptFacts, c: ConfigCall) -> Plan | str:
 
 def editable(v: Value | None) -> bool:
     """A value written at the call (not through a constant or a later attribute set)."""
-    return v is not None and v.via is None and "=" not in v.text and v.path is None
+    return v is not None and v.via is None and not v.assigned and v.path is None
 
 
 def set_keyword(facts: ScriptFacts, c: ConfigCall, key: str, text: str) -> Edit | None:
@@ -146,7 +146,7 @@ def set_keyword(facts: ScriptFacts, c: ConfigCall, key: str, text: str) -> Edit 
         return Edit(span=v.span, new_text=text) if editable(v) else None
     # the call's own `name=value` keywords (not the keys of a **{...} inside it)
     inside = [x.span for k, x in c.kwargs.items() if x.path is None and _within(x.span, c.span)
-              and "=" not in x.text and _after_keyword(facts, x.span, k)]
+              and not x.assigned and _after_keyword(facts, x.span, k)]
     if inside:
         last = max(inside, key=lambda s: (s.end_line, s.end_char))
         return Edit(span=Span(last.end_line, last.end_char, last.end_line, last.end_char), new_text=f", {key}={text}")

@@ -206,7 +206,7 @@ def _fp16_bf16(facts: ScriptFacts, c: ConfigCall) -> tuple[bool, list[Hit]]:
     named = sorted((("fp16", fp16_v), ("bf16", bf16_v)), key=lambda kv: (kv[1].span.start_line,
                                                                        kv[1].span.start_char))
     (_, first), (_, second) = named
-    said = "; ".join(f"{v.text if '=' in v.text else f'{k}={v.text}'} on line {_line(v)}" for k, v in named)
+    said = "; ".join(f"{v.text if v.assigned else f'{k}={v.text}'} on line {_line(v)}" for k, v in named)
     return True, [Hit(
         message=f"fp16 and bf16 are both on ({said}): {c.cls} raises ValueError before training starts",
         evidence={"fp16": True, "bf16": True, "config": c.cls},
