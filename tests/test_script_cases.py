@@ -393,15 +393,21 @@ def test_the_stand_down_names_at_most_three_unknown_values():
         "not known without running the script: warmup_steps=W, max_steps=M, warmup_ratio=R"
 
 
-def test_warmup_steps_through_a_constant_against_the_runs_length_relate_the_constant():
-    facts = script("""
+def _planned_through(constant: str, value: int, keyword: str) -> ScriptFacts:
+    """_planned's run of 10 steps, with `keyword` set through `constant = value` (line 3),
+    on a line of its own (line 5)."""
+    return script(f"""
         from datasets import load_dataset
         from transformers import TrainingArguments
         ds = load_dataset("json", data_files="data/train.jsonl")
-        W = 10
+        {constant} = {value}
         args = TrainingArguments(output_dir="o", num_train_epochs=1, per_device_train_batch_size=4,
-                                 warmup_steps=W)
+                                 {keyword}={constant})
         """, files={"data/train.jsonl": ROWS})
+
+
+def test_warmup_steps_through_a_constant_against_the_runs_length_relate_the_constant():
+    facts = _planned_through("W", 10, "warmup_steps")
     assert hits(check_warmup, facts) == [(
         f"warmup_steps=W (10) >= the run's {LENGTH}: the learning rate is still warming up when training ends",
         {"warmup_steps": 10.0, "planned_steps": 10, "exact": False, "config": "TrainingArguments"}, 5,
@@ -515,14 +521,7 @@ def test_logging_steps_through_a_constant_against_max_steps_relate_it_in_the_scr
 
 
 def test_logging_steps_through_a_constant_against_the_runs_length_are_found_on_the_keyword():
-    facts = script("""
-        from datasets import load_dataset
-        from transformers import TrainingArguments
-        ds = load_dataset("json", data_files="data/train.jsonl")
-        LOG = 11
-        args = TrainingArguments(output_dir="o", num_train_epochs=1, per_device_train_batch_size=4,
-                                 logging_steps=LOG)
-        """, files={"data/train.jsonl": ROWS})
+    facts = _planned_through("LOG", 11, "logging_steps")
     assert hits(check_logging, facts) == [(
         f"logging_steps=LOG > the run's {LENGTH}: the run ends before the first loss is logged",
         {"logging_steps": 11.0, "planned_steps": 10, "exact": False, "config": "TrainingArguments"}, 5,
