@@ -10,7 +10,7 @@ import pytest
 
 from rule_cases.metrics import run_of, skip_of
 from trainproof_lsp.core.model import Run
-from trainproof_lsp.rules import Context, degenerate, flat, loss_parts, lr, uniform, zero
+from trainproof_lsp.rules import Context, degenerate, flat, loss_parts, lr, overfit, uniform, zero
 from trainproof_lsp.rules.base import NoLimits
 
 EIGHT = Context(num_classes=8, num_classes_source="config.json")
@@ -65,6 +65,11 @@ CASES: list[tuple[str, Callable[..., Any], Any, Run, Context, str]] = [
     ("flat none", flat.check, flat.Limits(), run_of(lr=[1.0]), Context(), "no loss in the log"),
     ("flat zeros", flat.check, flat.Limits(), run_of(loss=[0.0] * 30), Context(),
      "the loss is all zeros: reported by TP-ZERO-LOSS"),
+    ("overfit short", overfit.check, overfit.Limits(), run_of(eval_loss=[1.0] * 4, loss=[1.0] * 4), Context(),
+     "4 finite eval loss point(s); this check needs at least 5"),
+    ("overfit none", overfit.check, overfit.Limits(), run_of(loss=[1.0] * 10), Context(), "no eval loss in the log"),
+    ("overfit no train", overfit.check, overfit.Limits(), run_of(eval_loss=[1.0] * 10), Context(),
+     "no train loss to compare the eval curve with"),
 ]
 
 
